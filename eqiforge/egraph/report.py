@@ -1,0 +1,57 @@
+"""What a saturation did: per step (one rule set run once), the e-graph size, matches per rule and time.
+
+Plain data (no egglog), so it crosses process boundaries and feeds the growth plots and ablations.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class StepStats:
+    iteration: int
+    ruleset: str
+    enodes: int
+    eclasses: int
+    matches: dict[str, int]
+    seconds: float
+    banned: bool = False  # skipped by back-off this iteration
+
+
+@dataclass
+class SaturationReport:
+    steps: list[StepStats] = field(default_factory=list)
+    stop_reason: str = "not run"
+    seconds: float = 0.0
+    initial_enodes: int = 0
+    initial_eclasses: int = 0
+    limits: dict = field(default_factory=dict)
+
+    @property
+    def iterations(self) -> int:
+        return max((s.iteration for s in self.steps), default=0)
+
+    @property
+    def enodes(self) -> int:
+        return self.steps[-1].enodes if self.steps else self.initial_enodes
+
+    @property
+    def eclasses(self) -> int:
+        return self.steps[-1].eclasses if self.steps else self.initial_eclasses
+
+    def matches_per_rule(self) -> dict[str, int]:
+        total: dict[str, int] = {}
+        for s in self.steps:
+            for rule, n in s.matches.items():
+                total[rule] = total.get(rule, 0) + n
+        return dict(sorted(total.items(), key=lambda kv: (-kv[1], kv[0])))
+
+    def per_iteration(self) -> list[dict]:
+        """One row per iteration: size after it, time spent, matches."""
+        rows: dict[int, dict] = {}
+        for s in self.steps:
+            row = rows.setdefault(s.iteration, {"iteration": s.iteration, "seconds": 0.0, "matches": 0})
+            row.update(enodes=s.enodes, eclasses=s.eclasses)
+            row["seconds"] += s.seconds
+            row["matches"] += sum(s.matches.values())
+        return list(rows.values())

@@ -1,0 +1,255 @@
+"""THE op table: every IR op is declared here once.
+
+An entry gives the op's name (also its egglog constructor in ``rules/schema.egg``), its tensor operands and
+attributes, its shape rule, a reference PyTorch implementation (used by the torch backend, by constant folding
+and by the rule tests), FLOP and byte counts for the cost prior, and algebraic tags.
+
+IR conventions that keep the algebra simple (the frontend establishes them):
+- Broadcasting is explicit: elementwise operands have equal shapes; ``Expand`` and ``Reshape`` make them so.
+- Type promotion is explicit: elementwise operands have equal dtypes; ``Cast`` makes them so.
+- Reductions keep the reduced dims (size 1); a ``Reshape`` drops them when the program asked so.
+- ``MatMul`` takes two operands of equal rank >= 2 with equal batch dims (vectors are reshaped to matrices).
+- Anything else is an ``Extern``: a PyTorch call the optimizer treats as a black box.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
+import torch
+
+Shape = tuple[int, ...]
+
+#: attribute kinds and the egglog sort that holds them
+ATTR_SORTS = {"str": "String", "f64": "f64", "i64": "i64", "dims": "Dims"}
+
+DTYPES = {
+    "float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16,
+    "float64": torch.float64, "int64": torch.int64, "int32": torch.int32, "bool": torch.bool,
+}
+DTYPE_NAMES = {v: k for k, v in DTYPES.items()}
+
+
+def dtype_size(dtype: str) -> int:
+    """Bytes per element of a dtype name."""
+    return DTYPES[dtype].itemsize
+
+
+def numel(shape: Sequence[int]) -> int:
+    return math.prod(shape)
+
+
+class ShapeError(ValueError):
+    """Operands whose shapes or attributes do not fit the op."""
+
+
+@dataclass(frozen=True)
+class OpDef:
+    """One IR op. ``shape(in_shapes, attrs)`` returns the output shape or raises ShapeError."""
+
+    name: str
+    kind: str  # leaf | unary | binary | compare | where | cast | movement | matmul | reduce | extern
+    arity: int  # tensor operands; -1 = variadic (Extern)
+    attrs: tuple[str, ...]  # attribute kinds, in constructor order after the operands... see `attr_first`
+    shape: Callable[[list[Shape], tuple], Shape]
+    torch_impl: Callable | None  # (tensors..., attrs...) -> tensor; None for leaves/externs
+    tags: frozenset = field(default_factory=frozenset)
+    attr_first: bool = False  # egglog argument order: attributes before operands (leaves, Fill)
+
+    def flops(self, in_shapes: list[Shape], out: Shape) -> float:
+        """Floating-point operations of one evaluation (multiply-add = 2)."""
+        if self.kind == "matmul":
+            return 2.0 * numel(out) * in_shapes[0][-1]
+        if self.kind in ("unary", "binary", "compare", "where"):
+            return float(numel(out)) * (8.0 if "transcendental" in self.tags else 1.0)
+        if self.kind == "reduce":
+            return float(numel(in_shapes[0]))
+        return 0.0
+
+    def is_view(self) -> bool:
+        """Ops that PyTorch serves as views (no kernel, no traffic) when the layout allows."""
+        return "view" in self.tags
+
+
+# ---------------------------------------------------------------------------------------------- shape rules
+
+def _same(ins: list[Shape], _attrs) -> Shape:
+    if any(s != ins[0] for s in ins):
+        raise ShapeError(f"elementwise operands must have equal shapes (broadcasting is explicit), got {ins}")
+    return ins[0]
+
+
+def _leaf(_ins, _attrs) -> Shape:
+    raise ShapeError("leaf shapes are given, not inferred")
+
+
+def _fill(_ins, attrs) -> Shape:
+    return tuple(attrs[1])
+
+
+def _permute(ins, attrs) -> Shape:
+    (s,), (perm,) = ins, attrs
+    if sorted(perm) != list(range(len(s))):
+        raise ShapeError(f"permutation {perm} does not fit rank {len(s)}")
+    return tuple(s[p] for p in perm)
+
+
+def _reshape(ins, attrs) -> Shape:
+    (s,), (target,) = ins, attrs
+    if numel(s) != numel(target):
+        raise ShapeError(f"cannot reshape {s} to {target}")
+    return tuple(target)
+
+
+def _expand(ins, attrs) -> Shape:
+    (s,), (target,) = ins, attrs
+    if len(s) != len(target) or any(a != b and a != 1 for a, b in zip(s, target)):
+        raise ShapeError(f"cannot expand {s} to {target} (ranks must match, only size-1 dims grow)")
+    return tuple(target)
+
+
+def _slice(ins, attrs) -> Shape:
+    (s,), (dim, start, end) = ins, attrs
+    if not (0 <= dim < len(s) and 0 <= start < end <= s[dim]):
+        raise ShapeError(f"slice dim={dim} [{start}:{end}] out of range for {s}")
+    return s[:dim] + (end - start,) + s[dim + 1:]
+
+
+def _concat(ins, attrs) -> Shape:
+    (a, b), (dim,) = ins, attrs
+    if len(a) != len(b) or not 0 <= dim < len(a) or a[:dim] + a[dim + 1:] != b[:dim] + b[dim + 1:]:
+        raise ShapeError(f"cannot concatenate {a} and {b} along {dim}")
+    return a[:dim] + (a[dim] + b[dim],) + a[dim + 1:]
+
+
+def _matmul(ins, _attrs) -> Shape:
+    a, b = ins
+    if len(a) != len(b) or len(a) < 2 or a[:-2] != b[:-2] or a[-1] != b[-2]:
+        raise ShapeError(f"MatMul needs equal-rank operands [..., M, K] @ [..., K, N], got {a} @ {b}")
+    return a[:-1] + (b[-1],)
+
+
+def _reduce(ins, attrs) -> Shape:
+    (s,), (dims,) = ins, attrs
+    if not dims or len(set(dims)) != len(dims) or any(not 0 <= d < len(s) for d in dims):
+        raise ShapeError(f"reduction dims {dims} invalid for {s}")
+    return tuple(1 if i in dims else n for i, n in enumerate(s))
+
+
+def _where(ins, _attrs) -> Shape:
+    return _same(ins, ())
+
+
+# ------------------------------------------------------------------------------------------- torch impls
+
+def _t_expand(x, shape):
+    return x.expand(*shape)
+
+
+def _t_slice(x, dim, start, end):
+    return x.narrow(dim, start, end - start)
+
+
+def _t_reduce(fn):
+    return lambda x, dims: fn(x, dim=list(dims), keepdim=True)
+
+
+def _t_amax(x, dims):
+    return torch.amax(x, dim=list(dims), keepdim=True)
+
+
+def _t_amin(x, dims):
+    return torch.amin(x, dim=list(dims), keepdim=True)
+
+
+_U, _B = ("unary", 1), ("binary", 2)
+_EW = frozenset({"elementwise"})
+_TR = frozenset({"elementwise", "transcendental"})
+
+
+def _op(name, kind_arity, impl, tags=_EW, attrs=(), shape=_same, **kw) -> OpDef:
+    kind, arity = kind_arity
+    return OpDef(name, kind, arity, attrs, shape, impl, frozenset(tags), **kw)
+
+
+OPS: dict[str, OpDef] = {o.name: o for o in [
+    # leaves: graph inputs, parameters/constants (foldable), and constant-filled tensors (scalars)
+    OpDef("Input", "leaf", 0, ("str",), _leaf, None, frozenset({"leaf"}), attr_first=True),
+    OpDef("Param", "leaf", 0, ("str",), _leaf, None, frozenset({"leaf", "constant"}), attr_first=True),
+    OpDef("Fill", "leaf", 0, ("f64", "dims", "str"), _fill, None, frozenset({"leaf", "constant"}),
+          attr_first=True),
+    # elementwise unary
+    _op("Neg", _U, torch.neg),
+    _op("Exp", _U, torch.exp, _TR),
+    _op("Log", _U, torch.log, _TR),
+    _op("Sqrt", _U, torch.sqrt, _TR),
+    _op("Rsqrt", _U, torch.rsqrt, _TR),
+    _op("Recip", _U, torch.reciprocal),
+    _op("Abs", _U, torch.abs),
+    _op("Relu", _U, torch.relu),
+    _op("Sigmoid", _U, torch.sigmoid, _TR),
+    _op("Tanh", _U, torch.tanh, _TR),
+    _op("Erf", _U, torch.erf, _TR),
+    _op("Gelu", _U, torch.nn.functional.gelu, _TR),
+    _op("GeluTanh", _U, lambda x: torch.nn.functional.gelu(x, approximate="tanh"), _TR),
+    _op("Silu", _U, torch.nn.functional.silu, _TR),
+    # elementwise binary (equal shapes and dtypes)
+    _op("Add", _B, torch.add, _EW | {"commutative", "associative"}),
+    _op("Sub", _B, torch.sub),
+    _op("Mul", _B, torch.mul, _EW | {"commutative", "associative"}),
+    _op("Div", _B, torch.div),
+    _op("Pow", _B, torch.pow, _TR),
+    _op("Maximum", _B, torch.maximum, _EW | {"commutative"}),
+    _op("Minimum", _B, torch.minimum, _EW | {"commutative"}),
+    _op("Eq", ("compare", 2), torch.eq), _op("Ne", ("compare", 2), torch.ne),
+    _op("Lt", ("compare", 2), torch.lt), _op("Le", ("compare", 2), torch.le),
+    _op("Gt", ("compare", 2), torch.gt), _op("Ge", ("compare", 2), torch.ge),
+    _op("And", ("compare", 2), torch.logical_and), _op("Or", ("compare", 2), torch.logical_or),
+    _op("Not", ("compare", 1), torch.logical_not),
+    _op("Where", ("where", 3), torch.where, shape=_where),
+    _op("Cast", ("cast", 1), lambda x, dt: x.to(DTYPES[dt]), attrs=("str",)),
+    # data movement
+    _op("Permute", ("movement", 1), lambda x, p: x.permute(*p), {"view"}, ("dims",), _permute),
+    _op("Reshape", ("movement", 1), lambda x, s: x.reshape(*s), {"view"}, ("dims",), _reshape),
+    _op("Expand", ("movement", 1), _t_expand, {"view"}, ("dims",), _expand),
+    _op("Slice", ("movement", 1), _t_slice, {"view"}, ("i64", "i64", "i64"), _slice),
+    _op("Concat", ("movement", 2), lambda a, b, d: torch.cat([a, b], d), frozenset(), ("i64",), _concat),
+    # contraction and reductions
+    _op("MatMul", ("matmul", 2), torch.matmul, frozenset(), shape=_matmul),
+    _op("Sum", ("reduce", 1), _t_reduce(torch.sum), {"reduction"}, ("dims",), _reduce),
+    _op("Amax", ("reduce", 1), _t_amax, {"reduction"}, ("dims",), _reduce),
+    _op("Amin", ("reduce", 1), _t_amin, {"reduction"}, ("dims",), _reduce),
+    # a PyTorch call the optimizer does not look into: (key, output index, operands)
+    OpDef("Extern", "extern", -1, ("str", "i64"), _leaf, None, frozenset({"extern"}), attr_first=True),
+]}
+
+COMPARE_OPS = frozenset(n for n, o in OPS.items() if o.kind == "compare")
+
+
+def get(name: str) -> OpDef:
+    try:
+        return OPS[name]
+    except KeyError:
+        raise KeyError(f"unknown IR op {name!r}; known ops: {sorted(OPS)}") from None
+
+
+def infer_shape(name: str, in_shapes: list[Shape], attrs: tuple) -> Shape:
+    """Output shape of ``name`` applied to operands of ``in_shapes``; ShapeError if they do not fit."""
+    op = get(name)
+    if op.arity >= 0 and len(in_shapes) != op.arity:
+        raise ShapeError(f"{name} takes {op.arity} operands, got {len(in_shapes)}")
+    return op.shape([tuple(s) for s in in_shapes], attrs)
+
+
+def infer_dtype(name: str, in_dtypes: list[str], attrs: tuple) -> str:
+    """Output dtype: casts give their target, comparisons bool, Where its branches, others their operand."""
+    if name == "Cast":
+        return attrs[0]
+    if name == "Fill":
+        return attrs[2]
+    if name in COMPARE_OPS:
+        return "bool"
+    if name == "Where":
+        return in_dtypes[1]
+    return in_dtypes[0]
