@@ -51,7 +51,7 @@ class OpDef:
     name: str
     kind: str  # leaf | unary | binary | compare | where | cast | movement | matmul | reduce | extern
     arity: int  # tensor operands; -1 = variadic (Extern)
-    attrs: tuple[str, ...]  # attribute kinds, in constructor order after the operands... see `attr_first`
+    attrs: tuple[str, ...]  # attribute kinds (ATTR_SORTS); egglog puts them after the operands unless attr_first
     shape: Callable[[list[Shape], tuple], Shape]
     torch_impl: Callable | None  # (tensors..., attrs...) -> tensor; None for leaves/externs
     tags: frozenset = field(default_factory=frozenset)
@@ -142,25 +142,46 @@ def _where(ins, _attrs) -> Shape:
 
 
 # ------------------------------------------------------------------------------------------- torch impls
+# Named functions (not lambdas) so that generated FX code reads well.
 
-def _t_expand(x, shape):
+def cast(x, dtype: str):
+    return x.to(DTYPES[dtype])
+
+
+def permute(x, perm):
+    return x.permute(*perm)
+
+
+def reshape(x, shape):
+    return x.reshape(*shape)
+
+
+def expand(x, shape):
     return x.expand(*shape)
 
 
-def _t_slice(x, dim, start, end):
+def slice_dim(x, dim, start, end):
     return x.narrow(dim, start, end - start)
 
 
-def _t_reduce(fn):
-    return lambda x, dims: fn(x, dim=list(dims), keepdim=True)
+def concat(a, b, dim):
+    return torch.cat([a, b], dim)
 
 
-def _t_amax(x, dims):
+def sum_keepdim(x, dims):
+    return torch.sum(x, dim=list(dims), keepdim=True)
+
+
+def amax_keepdim(x, dims):
     return torch.amax(x, dim=list(dims), keepdim=True)
 
 
-def _t_amin(x, dims):
+def amin_keepdim(x, dims):
     return torch.amin(x, dim=list(dims), keepdim=True)
+
+
+def gelu_tanh(x):
+    return torch.nn.functional.gelu(x, approximate="tanh")
 
 
 _U, _B = ("unary", 1), ("binary", 2)
@@ -192,7 +213,7 @@ OPS: dict[str, OpDef] = {o.name: o for o in [
     _op("Tanh", _U, torch.tanh, _TR),
     _op("Erf", _U, torch.erf, _TR),
     _op("Gelu", _U, torch.nn.functional.gelu, _TR),
-    _op("GeluTanh", _U, lambda x: torch.nn.functional.gelu(x, approximate="tanh"), _TR),
+    _op("GeluTanh", _U, gelu_tanh, _TR),
     _op("Silu", _U, torch.nn.functional.silu, _TR),
     # elementwise binary (equal shapes and dtypes)
     _op("Add", _B, torch.add, _EW | {"commutative", "associative"}),
@@ -208,18 +229,18 @@ OPS: dict[str, OpDef] = {o.name: o for o in [
     _op("And", ("compare", 2), torch.logical_and), _op("Or", ("compare", 2), torch.logical_or),
     _op("Not", ("compare", 1), torch.logical_not),
     _op("Where", ("where", 3), torch.where, shape=_where),
-    _op("Cast", ("cast", 1), lambda x, dt: x.to(DTYPES[dt]), attrs=("str",)),
+    _op("Cast", ("cast", 1), cast, attrs=("str",)),
     # data movement
-    _op("Permute", ("movement", 1), lambda x, p: x.permute(*p), {"view"}, ("dims",), _permute),
-    _op("Reshape", ("movement", 1), lambda x, s: x.reshape(*s), {"view"}, ("dims",), _reshape),
-    _op("Expand", ("movement", 1), _t_expand, {"view"}, ("dims",), _expand),
-    _op("Slice", ("movement", 1), _t_slice, {"view"}, ("i64", "i64", "i64"), _slice),
-    _op("Concat", ("movement", 2), lambda a, b, d: torch.cat([a, b], d), frozenset(), ("i64",), _concat),
+    _op("Permute", ("movement", 1), permute, {"view"}, ("dims",), _permute),
+    _op("Reshape", ("movement", 1), reshape, {"view"}, ("dims",), _reshape),
+    _op("Expand", ("movement", 1), expand, {"view"}, ("dims",), _expand),
+    _op("Slice", ("movement", 1), slice_dim, {"view"}, ("i64", "i64", "i64"), _slice),
+    _op("Concat", ("movement", 2), concat, frozenset(), ("i64",), _concat),
     # contraction and reductions
     _op("MatMul", ("matmul", 2), torch.matmul, frozenset(), shape=_matmul),
-    _op("Sum", ("reduce", 1), _t_reduce(torch.sum), {"reduction"}, ("dims",), _reduce),
-    _op("Amax", ("reduce", 1), _t_amax, {"reduction"}, ("dims",), _reduce),
-    _op("Amin", ("reduce", 1), _t_amin, {"reduction"}, ("dims",), _reduce),
+    _op("Sum", ("reduce", 1), sum_keepdim, {"reduction"}, ("dims",), _reduce),
+    _op("Amax", ("reduce", 1), amax_keepdim, {"reduction"}, ("dims",), _reduce),
+    _op("Amin", ("reduce", 1), amin_keepdim, {"reduction"}, ("dims",), _reduce),
     # a PyTorch call the optimizer does not look into: (key, output index, operands)
     OpDef("Extern", "extern", -1, ("str", "i64"), _leaf, None, frozenset({"extern"}), attr_first=True),
 ]}

@@ -1,0 +1,109 @@
+"""The pipeline, one way through: capture -> saturate -> price -> extract -> lower -> module.
+
+    torch program --frontend--> IR graph --egraph (encode + saturate)--> snapshot --cost--> prices
+        --extract--> chosen e-nodes --lower--> Plan --> FX module (torch backend) --> OptimizedModule
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from . import cost, frontend
+from .egraph import saturate as sat
+from .errors import EqiforgeError
+from .extract import extract
+from .lower.plan import build_plan, price
+from .lower.torch_fx import to_graph_module
+from .report import Report, StageTimer
+from .runtime import OptimizedModule
+
+BACKENDS = ("torch",)
+
+
+@dataclass(frozen=True)
+class Options:
+    """Everything a user can set; validated once, here."""
+
+    rules: tuple[str, ...] | None = None  # rule-set names; None = all
+    backend: str = "torch"
+    limits: sat.Limits = field(default_factory=sat.Limits)
+    extractor: str = "greedy"  # greedy | ilp
+    cost_model: str = "roofline"
+    device: str | None = None  # device table entry the cost model prices for
+    fold_constants: bool = True  # inference: parameter-only sub-expressions are computed once
+    progress: bool = False
+
+    def __post_init__(self):
+        if self.backend not in BACKENDS:
+            raise EqiforgeError(f"unknown backend {self.backend!r}; available: {list(BACKENDS)}")
+        if not isinstance(self.limits, sat.Limits):
+            raise EqiforgeError("limits must be an eqiforge.Limits(...)")
+
+
+def optimize(fn, example_inputs, **options) -> OptimizedModule:
+    """Optimize a function or nn.Module for ``example_inputs``; returns a drop-in callable."""
+    opts = Options(**_normalise(options))
+    timer = StageTimer()
+    with timer("capture"):
+        captured = frontend.capture(fn, example_inputs, fold_params=opts.fold_constants)
+    return optimize_graph(captured.graph, captured.input_names, captured.out_spec, opts, timer)
+
+
+def optimize_graph(graph, input_names, out_spec, opts: Options, timer: StageTimer) -> OptimizedModule:
+    """The stages after capture, shared by ``optimize`` and the torch.compile backend."""
+    model = cost.get_cost_model(opts.cost_model, opts.device)
+    with _progress(opts.progress) as on_step, timer("saturate"):
+        snap, saturation = sat.saturate(graph, list(opts.rules) if opts.rules else None, opts.limits,
+                                        on_step=on_step)
+    with timer("extract"):
+        node_cost = model.predict(cost.snapshot_features(snap, opts.fold_constants))
+        selection = extract(snap, node_cost, method=opts.extractor)
+    with timer("lower"):
+        plan = build_plan(snap, selection.choice, graph, model, opts.fold_constants)
+        gm = to_graph_module(plan.graph, input_names)
+    report = Report(
+        rulesets=list(opts.rules) if opts.rules else sorted(sat.rulesets.available()),
+        saturation=saturation, stage_seconds=timer.seconds,
+        predicted_before=sum(price(graph, model).values()), predicted_after=plan.predicted_seconds,
+        extraction_method=selection.method, extraction_cost=selection.cost, cost_model=model.name,
+        ops_before=graph.op_counts(), ops_after=plan.graph.op_counts(), folded_constants=plan.folded)
+    specs = [(name, graph.nodes[i].shape, graph.nodes[i].dtype)
+             for name in input_names for i in [_input_node(graph, name)]]
+    return OptimizedModule(gm, specs, out_spec, plan, report)
+
+
+def _input_node(graph, name: str) -> int:
+    return next(i for i, n in enumerate(graph.nodes) if n.op == "Input" and n.attrs[0] == name)
+
+
+def _normalise(options: dict) -> dict:
+    known = set(Options.__dataclass_fields__)
+    unknown = sorted(set(options) - known)
+    if unknown:
+        raise EqiforgeError(f"unknown option(s) {unknown}; known: {sorted(known)}")
+    if options.get("rules") is not None:
+        rules = options["rules"]
+        options["rules"] = (rules,) if isinstance(rules, str) else tuple(rules)
+    return options
+
+
+class _progress:
+    """A tqdm bar over saturation steps when asked for, else a no-op callback."""
+
+    def __init__(self, enabled: bool):
+        self.enabled, self.bar = enabled, None
+
+    def __enter__(self):
+        if not self.enabled:
+            return None
+        from tqdm import tqdm
+        self.bar = tqdm(desc="saturating", unit="step", leave=False)
+
+        def on_step(s):
+            self.bar.set_postfix_str(f"iter {s.iteration} {s.ruleset}: {s.enodes} e-nodes")
+            self.bar.update(1)
+        return on_step
+
+    def __exit__(self, *exc):
+        if self.bar is not None:
+            self.bar.close()
+        return False

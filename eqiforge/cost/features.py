@@ -1,0 +1,65 @@
+"""Per-node cost features, computed apart from any model: what the op is, how much work and traffic.
+
+Features come from a snapshot's e-nodes (op, operand shapes, output shape, dtype) or from IR nodes, so the
+same prices serve extraction and the plan report.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .. import ops
+
+
+@dataclass(frozen=True)
+class NodeFeatures:
+    op: str
+    kind: str
+    in_shapes: tuple[ops.Shape, ...]
+    out_shape: ops.Shape
+    dtype: str
+    flops: float
+    bytes: float  # DRAM traffic if the node runs as its own kernel: operands read once, output written once
+    is_view: bool
+    folded: bool  # computed once at optimization time from constants (costs nothing at run time)
+
+    @property
+    def intensity(self) -> float:
+        return self.flops / self.bytes if self.bytes else 0.0
+
+
+def node_features(op_name: str, in_shapes, in_dtypes, out_shape, dtype: str, folded: bool = False) -> NodeFeatures:
+    op = ops.get(op_name)
+    in_shapes = tuple(tuple(s) for s in in_shapes)
+    traffic = sum(ops.numel(s) * ops.dtype_size(d) for s, d in zip(in_shapes, in_dtypes))
+    traffic += ops.numel(out_shape) * ops.dtype_size(dtype)
+    return NodeFeatures(op_name, op.kind, in_shapes, tuple(out_shape), dtype, op.flops(list(in_shapes), out_shape),
+                        float(traffic), op.is_view(), folded)
+
+
+def constant_classes(snap) -> list[bool]:
+    """E-classes computable from parameters and constants alone (least fixpoint over the e-nodes)."""
+    const = [False] * snap.num_classes
+    changed = True
+    while changed:
+        changed = False
+        for n, op in enumerate(snap.node_op):
+            c = snap.node_class[n]
+            if const[c] or op in ("Input", "Extern"):
+                continue
+            if all(const[k] for k in snap.node_children[n]):
+                const[c] = changed = True
+    return const
+
+
+def snapshot_features(snap, fold_constants: bool) -> list[NodeFeatures]:
+    """Features of every e-node of a snapshot. With ``fold_constants``, compute nodes over constant
+    classes are marked folded (inference: they are evaluated once when the plan is built)."""
+    const = constant_classes(snap) if fold_constants else [False] * snap.num_classes
+    feats = []
+    for n, op in enumerate(snap.node_op):
+        kids = snap.node_children[n]
+        c = snap.node_class[n]
+        folded = const[c] and all(const[k] for k in kids) and not ops.get(op).is_view()
+        feats.append(node_features(op, [snap.class_shape[k] for k in kids], [snap.class_dtype[k] for k in kids],
+                                   snap.class_shape[c], snap.class_dtype[c], folded))
+    return feats

@@ -1,0 +1,88 @@
+"""The torch backend: a Plan becomes an FX GraphModule of PyTorch calls that runs anywhere.
+
+Each IR node becomes one call to its op-table implementation; parameters become buffers of the module;
+scalar ``Fill`` operands of arithmetic become Python numbers (no tensor is materialised); each extern runs
+once through a small submodule and its outputs are taken by index.
+"""
+from __future__ import annotations
+
+import operator
+
+import torch
+import torch.fx as fx
+
+from .. import ops
+from ..ir import ExternCall, Graph, call_extern
+
+#: binary ops that accept a Python scalar on either side
+SCALAR_BINARY = {
+    "Add": operator.add, "Sub": operator.sub, "Mul": operator.mul, "Div": operator.truediv,
+    "Pow": operator.pow, "Eq": operator.eq, "Ne": operator.ne, "Lt": operator.lt, "Le": operator.le,
+    "Gt": operator.gt, "Ge": operator.ge,
+}
+
+
+class ExternModule(torch.nn.Module):
+    """Runs one extern PyTorch call; returns all its outputs as a tuple."""
+
+    def __init__(self, ext: ExternCall):
+        super().__init__()
+        self.ext = ext
+
+    def forward(self, *operands):
+        return call_extern(self.ext, list(operands))
+
+    def extra_repr(self) -> str:
+        return self.ext.label
+
+
+def _scalar(graph: Graph, i: int):
+    """The Python number of a Fill node, typed like its dtype (so int/bool tensors stay int/bool)."""
+    n = graph.nodes[i]
+    value = n.attrs[0]
+    if n.dtype == "bool":
+        return bool(value)
+    if not torch.empty((), dtype=ops.DTYPES[n.dtype]).is_floating_point():
+        return int(value)
+    return value
+
+
+def to_graph_module(graph: Graph, input_names: list[str]) -> fx.GraphModule:
+    """Lower ``graph`` to a GraphModule taking tensors in ``input_names`` order."""
+    root = torch.nn.Module()
+    g = fx.Graph()
+    env: dict[int, fx.Node] = {}
+    placeholders = {name: g.placeholder(name) for name in input_names}
+    extern_calls: dict[str, fx.Node] = {}
+    for i in graph.live_nodes():
+        n = graph.nodes[i]
+        op = ops.get(n.op)
+        if n.op == "Input":
+            env[i] = placeholders[n.attrs[0]]
+        elif n.op == "Param":
+            name = f"param_{n.attrs[0]}".replace(".", "_")
+            root.register_buffer(name, graph.params[n.attrs[0]])
+            env[i] = g.get_attr(name)
+        elif n.op == "Fill":
+            env[i] = g.call_function(torch.full, (n.shape, n.attrs[0]), {"dtype": ops.DTYPES[n.dtype]})
+        elif n.op == "Extern":
+            key = n.attrs[0]
+            if key not in extern_calls:
+                mod_name = f"extern_{len(extern_calls)}"
+                root.add_module(mod_name, ExternModule(graph.externs[key]))
+                extern_calls[key] = g.call_module(mod_name, tuple(env[j] for j in n.inputs))
+            env[i] = g.call_function(operator.getitem, (extern_calls[key], n.attrs[1]))
+        elif n.op in SCALAR_BINARY and any(graph.nodes[j].op == "Fill" for j in n.inputs):
+            args = tuple(_scalar(graph, j) if graph.nodes[j].op == "Fill" else env[j] for j in n.inputs)
+            if all(not isinstance(a, fx.Node) for a in args):
+                args = (env[n.inputs[0]], args[1])
+            env[i] = g.call_function(SCALAR_BINARY[n.op], args)
+        else:
+            env[i] = g.call_function(op.torch_impl, tuple(env[j] for j in n.inputs) + tuple(n.attrs))
+    outs = [env[o] for o in graph.outputs]
+    g.output(tuple(outs))
+    for node in list(g.nodes):  # Fill nodes replaced by scalars everywhere are dead
+        if node.op == "call_function" and node.target is torch.full and not node.users:
+            g.erase_node(node)
+    g.lint()
+    return fx.GraphModule(root, g, class_name="EqiforgePlan")

@@ -1,0 +1,91 @@
+"""The Report of one optimization: what every stage did, how long it took, and what it predicts."""
+from __future__ import annotations
+
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+from .egraph.report import SaturationReport
+
+
+@dataclass
+class Report:
+    rulesets: list[str]
+    saturation: SaturationReport
+    stage_seconds: dict[str, float] = field(default_factory=dict)
+    predicted_before: float = 0.0  # seconds, the captured program as written
+    predicted_after: float = 0.0  # seconds, the extracted plan
+    extraction_method: str = ""
+    extraction_cost: float = 0.0
+    cost_model: str = ""
+    ops_before: dict[str, int] = field(default_factory=dict)
+    ops_after: dict[str, int] = field(default_factory=dict)
+    folded_constants: int = 0
+
+    # the saturation's headline numbers, at the top level for convenience
+    @property
+    def stop_reason(self) -> str:
+        return self.saturation.stop_reason
+
+    @property
+    def iterations(self) -> int:
+        return self.saturation.iterations
+
+    @property
+    def enodes(self) -> int:
+        return self.saturation.enodes
+
+    @property
+    def eclasses(self) -> int:
+        return self.saturation.eclasses
+
+    @property
+    def speedup(self) -> float:
+        return self.predicted_before / self.predicted_after if self.predicted_after else float("inf")
+
+    def per_iteration(self) -> list[dict]:
+        return self.saturation.per_iteration()
+
+    def matches_per_rule(self) -> dict[str, int]:
+        return self.saturation.matches_per_rule()
+
+    def summary(self) -> str:
+        """A short table for people: sizes, predicted times and seconds per stage."""
+        def count(ops: dict[str, int]) -> str:
+            compute = sum(n for op, n in ops.items() if op not in ("Input", "Param", "Fill"))
+            return f"{compute} ops"
+
+        rows = [
+            ("rule sets", ", ".join(self.rulesets) or "(none)"),
+            ("program", f"{count(self.ops_before)} -> {count(self.ops_after)}"),
+            ("predicted time", f"{self.predicted_before * 1e6:.1f} us -> {self.predicted_after * 1e6:.1f} us "
+                               f"({self.speedup:.2f}x, {self.cost_model})"),
+            ("e-graph", f"{self.enodes} e-nodes, {self.eclasses} e-classes after {self.iterations} iterations"),
+            ("stopped because", self.stop_reason),
+            ("extraction", f"{self.extraction_method}"),
+            ("constants folded", str(self.folded_constants)),
+            ("seconds per stage", ", ".join(f"{k} {v:.2f}" for k, v in self.stage_seconds.items())),
+        ]
+        top = list(self.matches_per_rule().items())[:5]
+        if top:
+            rows.append(("top rules (matches)", ", ".join(f"{r} {n}" for r, n in top)))
+        width = max(len(k) for k, _ in rows)
+        return "\n".join(f"{k:<{width}}  {v}" for k, v in rows)
+
+    def __str__(self) -> str:
+        return self.summary()
+
+
+class StageTimer:
+    """Times named pipeline stages into a dict."""
+
+    def __init__(self):
+        self.seconds: dict[str, float] = {}
+
+    @contextmanager
+    def __call__(self, stage: str):
+        t0 = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.seconds[stage] = self.seconds.get(stage, 0.0) + time.perf_counter() - t0

@@ -1,0 +1,278 @@
+"""One small program per rewrite rule, built on random shapes, on which that rule must fire.
+
+``CASES[rule name](rng)`` returns an IR graph; the test saturates it with the rule's rule set and checks
+every e-node numerically (tests/rulecheck.py). Shapes are drawn from ``rng`` so each seed tries new ones.
+"""
+from __future__ import annotations
+
+import random
+
+from eqiforge.ir import Graph
+
+F32 = "float32"
+CASES: dict[str, callable] = {}
+
+
+def case(*names):
+    def register(fn):
+        for name in names:
+            CASES[name] = fn
+        return fn
+    return register
+
+
+class B:
+    """Terse IR builder for the cases."""
+
+    def __init__(self, rng: random.Random):
+        self.g = Graph()
+        self.rng = rng
+
+    def dim(self, lo=2, hi=7) -> int:
+        return self.rng.randint(lo, hi)
+
+    def x(self, name, *shape):
+        return self.g.input(name, tuple(shape), F32)
+
+    def op(self, name, *args, attrs=()):
+        return self.g.add(name, tuple(args), tuple(attrs))
+
+    def fill(self, value, like):
+        return self.g.fill(value, self.g.nodes[like].shape, F32)
+
+    def shape(self, i):
+        return self.g.nodes[i].shape
+
+    def out(self, *ids) -> Graph:
+        self.g.outputs = list(ids)
+        self.g.verify()
+        return self.g
+
+
+# ----------------------------------------------------------------------------------------------- matmul
+@case("matmul-assoc-right", "matmul-assoc-left")
+def _chain(rng):
+    b = B(rng)
+    m, k, n, p = b.dim(), b.dim(), b.dim(), b.dim()
+    a, c, d = b.x("a", m, k), b.x("c", k, n), b.x("d", n, p)
+    return b.out(b.op("MatMul", b.op("MatMul", a, c), d)), ["matmul"]
+
+
+@case("matmul-scale-into-left", "matmul-scale-into-right")
+def _scaled_product(rng):
+    b = B(rng)
+    a, c = b.x("a", 2, b.dim(), 4), b.x("c", 2, 4, b.dim())
+    y = b.op("MatMul", a, c)
+    return b.out(b.op("Mul", y, b.fill(rng.uniform(-2, 2), y))), ["matmul"]
+
+
+@case("matmul-scale-out-of-left")
+def _scaled_left(rng):
+    b = B(rng)
+    a, c = b.x("a", b.dim(), 5), b.x("c", 5, b.dim())
+    return b.out(b.op("MatMul", b.op("Mul", a, b.fill(0.5, a)), c)), ["matmul"]
+
+
+@case("matmul-scale-out-of-right")
+def _scaled_right(rng):
+    b = B(rng)
+    a, c = b.x("a", b.dim(), 5), b.x("c", 5, b.dim())
+    return b.out(b.op("MatMul", a, b.op("Mul", c, b.fill(-1.5, c)))), ["matmul"]
+
+
+@case("matmul-merge-shared-left")
+def _parallel_right_operands(rng):
+    b = B(rng)
+    k = b.dim()
+    x, w1, w2 = b.x("x", b.dim(), k), b.x("w1", k, b.dim()), b.x("w2", k, b.dim())
+    return b.out(b.op("MatMul", x, w1), b.op("MatMul", x, w2)), ["matmul"]
+
+
+@case("matmul-merge-shared-right")
+def _parallel_left_operands(rng):
+    b = B(rng)
+    k = b.dim()
+    a1, a2, w = b.x("a1", 3, b.dim(), k), b.x("a2", 3, b.dim(), k), b.x("w", 3, k, b.dim())
+    return b.out(b.op("MatMul", a1, w), b.op("MatMul", a2, w)), ["matmul"]
+
+
+# ---------------------------------------------------------------------------------------------- transpose
+@case("permute-identity-1", "permute-identity-2", "permute-identity-3", "permute-identity-4",
+      "permute-compose-2", "permute-compose-3", "permute-compose-4")
+def _permutes(rng):
+    b = B(rng)
+    outs = []
+    for rank in (1, 2, 3, 4):
+        x = b.x(f"x{rank}", *[b.dim() for _ in range(rank)])
+        p = list(range(rank))
+        rng.shuffle(p)
+        inverse = [p.index(i) for i in range(rank)]
+        outs.append(b.op("Permute", b.op("Permute", x, attrs=[tuple(p)]), attrs=[tuple(inverse)]))
+        if rank > 1:
+            q = list(range(rank))
+            rng.shuffle(q)
+            outs.append(b.op("Permute", b.op("Permute", x, attrs=[tuple(p)]), attrs=[tuple(q)]))
+    return b.out(*outs), ["transpose"]
+
+
+@case("transpose-of-matmul-2", "matmul-of-transposes-2")
+def _transpose_product_2(rng):
+    b = B(rng)
+    a, c = b.x("a", b.dim(), 4), b.x("c", 4, b.dim())
+    return b.out(b.op("Permute", b.op("MatMul", a, c), attrs=[(1, 0)])), ["transpose"]
+
+
+@case("transpose-of-matmul-3", "matmul-of-transposes-3")
+def _transpose_product_3(rng):
+    b = B(rng)
+    a, c = b.x("a", 2, b.dim(), 4), b.x("c", 2, 4, b.dim())
+    return b.out(b.op("Permute", b.op("MatMul", a, c), attrs=[(0, 2, 1)])), ["transpose"]
+
+
+@case("permute-out-of-add", "permute-out-of-mul", "permute-out-of-scale")
+def _permuted_elementwise(rng):
+    b = B(rng)
+    shape = (b.dim(), b.dim(), b.dim())
+    p = (2, 0, 1)
+    pa, pb = b.op("Permute", b.x("a", *shape), attrs=[p]), b.op("Permute", b.x("b", *shape), attrs=[p])
+    return b.out(b.op("Add", pa, pb), b.op("Mul", pa, pb), b.op("Mul", pa, b.fill(3.0, pa))), ["transpose"]
+
+
+# ----------------------------------------------------------------------------------------------- reshape
+@case("reshape-compose", "reshape-identity", "expand-identity")
+def _reshapes(rng):
+    b = B(rng)
+    m, n = b.dim(), b.dim()
+    x = b.x("x", m, n)
+    back = b.op("Reshape", b.op("Reshape", x, attrs=[(n, m)]), attrs=[(m, n)])
+    flat = b.op("Reshape", b.op("Reshape", x, attrs=[(m * n,)]), attrs=[(1, m * n)])
+    same = b.op("Expand", x, attrs=[(m, n)])
+    return b.out(back, flat, same), ["reshape"]
+
+
+@case("reshape-out-of-add", "reshape-out-of-mul", "reshape-out-of-scale")
+def _reshaped_elementwise(rng):
+    b = B(rng)
+    m, n = b.dim(), b.dim()
+    ra = b.op("Reshape", b.x("a", m, n), attrs=[(m * n,)])
+    rb = b.op("Reshape", b.x("b", m, n), attrs=[(m * n,)])
+    return b.out(b.op("Add", ra, rb), b.op("Mul", ra, rb), b.op("Mul", ra, b.fill(0.25, ra))), ["reshape"]
+
+
+# ------------------------------------------------------------------------------------------ distributive
+@case("mul-factor-right", "mul-factor-left")
+def _common_factor(rng):
+    b = B(rng)
+    shape = (b.dim(), b.dim())
+    x, y, c = b.x("x", *shape), b.x("y", *shape), b.x("c", *shape)
+    right = b.op("Add", b.op("Mul", x, c), b.op("Mul", y, c))
+    left = b.op("Add", b.op("Mul", c, x), b.op("Mul", c, y))
+    return b.out(right, left), ["distributive"]
+
+
+@case("matmul-factor-right", "matmul-factor-left", "matmul-expand-right", "matmul-expand-left")
+def _matmul_sums(rng):
+    b = B(rng)
+    m, k, n = b.dim(), b.dim(), b.dim()
+    a1, a2, w = b.x("a1", m, k), b.x("a2", m, k), b.x("w", k, n)
+    w2 = b.x("w2", k, n)
+    right = b.op("Add", b.op("MatMul", a1, w), b.op("MatMul", a2, w))
+    left = b.op("Add", b.op("MatMul", a1, w), b.op("MatMul", a1, w2))
+    return b.out(right, left), ["distributive"]
+
+
+@case("matmul-factor-right-sub", "matmul-factor-left-sub")
+def _matmul_differences(rng):
+    b = B(rng)
+    m, k, n = b.dim(), b.dim(), b.dim()
+    a1, a2, w, w2 = b.x("a1", m, k), b.x("a2", m, k), b.x("w", k, n), b.x("w2", k, n)
+    right = b.op("Sub", b.op("MatMul", a1, w), b.op("MatMul", a2, w))
+    left = b.op("Sub", b.op("MatMul", a1, w), b.op("MatMul", a1, w2))
+    return b.out(right, left), ["distributive"]
+
+
+# ------------------------------------------------------------------------------------------------ scalar
+@case("fold-mul", "fold-add", "fold-sub", "fold-div", "fold-neg", "fold-expand", "fold-reshape")
+def _constant_arithmetic(rng):
+    b = B(rng)
+    m, n = b.dim(), b.dim()
+    x = b.x("x", m, n)
+    u, v = b.fill(rng.uniform(0.5, 2), x), b.fill(rng.uniform(-5, -3), x)  # no cancellation
+    small = b.g.fill(1.25, (1, n), F32)
+    outs = [b.op("Mul", x, b.op(op, u, v)) for op in ("Mul", "Add", "Sub", "Div")]
+    outs.append(b.op("Mul", x, b.op("Neg", u)))
+    outs.append(b.op("Add", x, b.op("Expand", small, attrs=[(m, n)])))
+    outs.append(b.op("Add", x, b.op("Reshape", b.g.fill(0.75, (n, m), F32), attrs=[(m, n)])))
+    return b.out(*outs), ["scalar"]
+
+
+@case("mul-one", "add-zero", "sub-zero", "div-one", "neg-neg")
+def _identities(rng):
+    b = B(rng)
+    x = b.x("x", b.dim(), b.dim())
+    outs = [b.op("Mul", x, b.fill(1.0, x)), b.op("Add", x, b.fill(0.0, x)), b.op("Sub", x, b.fill(0.0, x)),
+            b.op("Div", x, b.fill(1.0, x)), b.op("Neg", b.op("Neg", x))]
+    return b.out(*[b.op("Exp", o) for o in outs]), ["scalar"]
+
+
+@case("scalar-mul-to-right", "scalar-add-to-right", "div-by-scalar", "scalar-mul-chain", "scalar-add-chain")
+def _scalar_forms(rng):
+    b = B(rng)
+    x = b.x("x", b.dim(), b.dim())
+    c1, c2 = b.fill(rng.uniform(0.5, 2), x), b.fill(rng.uniform(0.5, 2), x)
+    outs = [b.op("Mul", c1, x), b.op("Add", c2, x), b.op("Div", x, c1),
+            b.op("Mul", b.op("Mul", x, c1), c2), b.op("Add", b.op("Add", x, c1), c2)]
+    return b.out(*outs), ["scalar"]
+
+
+# --------------------------------------------------------------------------------------------- reduction
+@case("sum-last-through-matmul", "sum-rows-through-matmul")
+def _sum_of_product(rng):
+    b = B(rng)
+    a, c = b.x("a", 2, b.dim(), 5), b.x("c", 2, 5, b.dim())
+    y = b.op("MatMul", a, c)
+    return b.out(b.op("Sum", y, attrs=[(2,)]), b.op("Sum", y, attrs=[(1,)])), ["reduction"]
+
+
+@case("sum-of-add", "sum-of-scaled")
+def _sum_of_elementwise(rng):
+    b = B(rng)
+    shape = (b.dim(), b.dim())
+    x, y = b.x("x", *shape), b.x("y", *shape)
+    return b.out(b.op("Sum", b.op("Add", x, y), attrs=[(1,)]),
+                 b.op("Sum", b.op("Mul", x, b.fill(2.5, x)), attrs=[(0,)])), ["reduction"]
+
+
+# --------------------------------------------------------------------------------------------- broadcast
+@case("expand-out-of-add", "expand-out-of-mul", "expand-out-of-sub", "expand-out-of-scale",
+      "expand-out-of-exp", "expand-out-of-neg", "expand-out-of-rsqrt", "expand-out-of-recip")
+def _broadcasts(rng):
+    b = B(rng)
+    m, n = b.dim(), b.dim()
+    ea = b.op("Expand", b.x("a", 1, n), attrs=[(m, n)])
+    eb = b.op("Expand", b.x("b", 1, n), attrs=[(m, n)])
+    ep = b.op("Expand", b.x("pos_c", 1, n), attrs=[(m, n)])
+    outs = [b.op("Add", ea, eb), b.op("Mul", ea, eb), b.op("Sub", ea, eb), b.op("Mul", ea, b.fill(0.5, ea)),
+            b.op("Exp", ea), b.op("Neg", ea), b.op("Rsqrt", ep), b.op("Recip", ep)]
+    return b.out(*outs), ["broadcast"]
+
+
+# ----------------------------------------------------------------------------------------------- softmax
+@case("softmax-shift-invariance")
+def _shifted_softmax(rng):
+    b = B(rng)
+    m, n = b.dim(), b.dim()
+    x = b.x("x", m, n)
+    shifted = b.op("Add", x, b.op("Expand", b.x("c", m, 1), attrs=[(m, n)]))
+    top = b.op("Expand", b.op("Amax", shifted, attrs=[(1,)]), attrs=[(m, n)])
+    e = b.op("Exp", b.op("Sub", shifted, top))
+    return b.out(b.op("Div", e, b.op("Expand", b.op("Sum", e, attrs=[(1,)]), attrs=[(m, n)]))), ["softmax"]
+
+
+@case("row-division-after-matmul", "row-scale-after-matmul")
+def _normalised_product(rng):
+    b = B(rng)
+    m, k, n = b.dim(), b.dim(), b.dim()
+    a, w, r = b.x("a", m, k), b.x("w", k, n), b.x("pos_r", m, 1)
+    er = b.op("Expand", r, attrs=[(m, k)])
+    return b.out(b.op("MatMul", b.op("Div", a, er), w), b.op("MatMul", b.op("Mul", a, er), w)), ["softmax"]
