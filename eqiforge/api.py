@@ -41,7 +41,7 @@ class Options:
 
 def optimize(fn, example_inputs, **options) -> OptimizedModule:
     """Optimize a function or nn.Module for ``example_inputs``; returns a drop-in callable."""
-    opts = Options(**_normalise(options))
+    opts = Options(**normalise_options(options))
     timer = StageTimer()
     with timer("capture"):
         captured = frontend.capture(fn, example_inputs, fold_params=opts.fold_constants)
@@ -75,7 +75,7 @@ def _input_node(graph, name: str) -> int:
     return next(i for i, n in enumerate(graph.nodes) if n.op == "Input" and n.attrs[0] == name)
 
 
-def _normalise(options: dict) -> dict:
+def normalise_options(options: dict) -> dict:
     known = set(Options.__dataclass_fields__)
     unknown = sorted(set(options) - known)
     if unknown:

@@ -39,3 +39,17 @@ def test_rule_is_sound(rule, ruleset, seed):
     assert report.matches_per_rule().get(rule, 0) > 0, f"{rule} did not fire on its case"
     problems = check_sound(graph, snap, random_inputs(graph, seed))
     assert not problems, "\n".join(problems[:10])
+
+
+def test_checker_catches_an_unsound_rule(tmp_path, monkeypatch):
+    """The soundness check must fail on a wrong rule: here a - b == b - a."""
+    import shutil
+    shutil.copy(rulesets.rules_dir() / "schema.egg", tmp_path / "schema.egg")
+    (tmp_path / "wrong.egg").write_text('(rewrite (Sub a b) (Sub b a) :name "sub-commutes")')
+    monkeypatch.setenv("EQIFORGE_RULES_DIR", str(tmp_path))
+    from eqiforge.ir import Graph
+    g = Graph()
+    a, b = g.input("a", (3, 4), "float32"), g.input("b", (3, 4), "float32")
+    g.outputs = [g.add("Sub", (a, b))]
+    snap, _ = saturate_in_process(g, ["wrong"])
+    assert check_sound(g, snap, random_inputs(g, 0))

@@ -1,0 +1,90 @@
+"""``eqiforge`` on the command line: optimize a program, list rule sets and examples."""
+from __future__ import annotations
+
+import argparse
+import sys
+
+import torch
+
+from .errors import EqiforgeError
+
+
+def _optimize(args) -> int:
+    from . import api, targets
+    from .egraph.saturate import Limits
+
+    fn, inputs = targets.load_target(args.target, args.example)
+    limits = Limits(iterations=args.iterations, enodes=args.enodes, seconds=args.seconds)
+    rules = args.rules.split(",") if args.rules else None
+    print(f"optimizing {args.example or args.target} ...", file=sys.stderr)
+    opt = api.optimize(fn, inputs, rules=rules, limits=limits, extractor=args.extractor, device=args.device,
+                       backend=args.backend, fold_constants=not args.no_fold, progress=True)
+    print(opt.report.summary())
+    print(f"{'output check':<19}  {_check(fn, opt, inputs)}")
+    if args.show_plan:
+        print()
+        print(opt.plan.format())
+    return 0
+
+
+def _check(fn, opt, inputs) -> str:
+    """Compare the optimized module with the original on the example inputs."""
+    import torch.utils._pytree as pytree
+    with torch.no_grad():
+        want = [t for t in pytree.tree_leaves(fn(*inputs)) if isinstance(t, torch.Tensor)]
+        got = [t for t in pytree.tree_leaves(opt(*inputs)) if isinstance(t, torch.Tensor)]
+    errs = [((g.double() - w.double()).norm() / (w.double().norm() + 1e-12)).item() for g, w in zip(got, want)]
+    worst = max(errs, default=0.0)
+    verdict = "matches eager" if worst <= 1e-4 else "DIFFERS from eager"
+    return f"{verdict} (largest relative error {worst:.1e} over {len(errs)} outputs)"
+
+
+def _rules(_args) -> int:
+    from .egraph import rulesets
+    for rs in rulesets.available().values():
+        print(f"{rs.name} ({len(rs.rule_names)} rules, {rs.path.name})")
+        for name in rs.rule_names:
+            print(f"    {name}")
+    return 0
+
+
+def _examples(_args) -> int:
+    from . import examples
+    for name, factory in sorted(examples.EXAMPLES.items()):
+        doc = (factory()[0].__class__.__doc__ or "").strip().splitlines()
+        print(f"{name:<20} {doc[0] if doc else ''}")
+    return 0
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="eqiforge", description="Equality-saturation optimizer for PyTorch programs")
+    sub = p.add_subparsers(dest="command", required=True)
+    o = sub.add_parser("optimize", help="optimize a program and print what happened")
+    o.add_argument("target", nargs="?", help="path.py (Model + get_inputs) or path.py:factory")
+    o.add_argument("--example", help="a built-in example instead of a file (see `eqiforge examples`)")
+    o.add_argument("--rules", help="comma-separated rule sets (default: all; see `eqiforge rules`)")
+    o.add_argument("--backend", default="torch", help="torch (default)")
+    o.add_argument("--extractor", default="greedy", choices=["greedy", "ilp"])
+    o.add_argument("--device", default=None, help="device the cost model prices for (default H100)")
+    o.add_argument("--iterations", type=int, default=10)
+    o.add_argument("--enodes", type=int, default=50_000)
+    o.add_argument("--seconds", type=float, default=8.0)
+    o.add_argument("--no-fold", action="store_true", help="do not precompute parameter-only expressions")
+    o.add_argument("--show-plan", action="store_true", help="print the chosen program")
+    o.set_defaults(run=_optimize)
+    sub.add_parser("rules", help="list rule sets and their rules").set_defaults(run=_rules)
+    sub.add_parser("examples", help="list built-in examples").set_defaults(run=_examples)
+    return p
+
+
+def main(argv=None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        return args.run(args)
+    except EqiforgeError as err:
+        print(f"eqiforge: error: {err}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,54 @@
+"""What the command line can optimize: a built-in example, or a user's Python file.
+
+A file target is either ``path.py`` defining ``Model`` plus ``get_inputs()`` (and optionally
+``get_init_inputs()``, the constructor's arguments), or ``path.py:factory`` where ``factory()`` returns
+``(callable, example_inputs)``.
+"""
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import torch
+
+from . import examples
+from .errors import EqiforgeError
+
+
+def load_target(target: str | None = None, example: str | None = None):
+    """(callable, example_inputs) for ``--example NAME`` or a file target."""
+    if example:
+        return examples.load(example)
+    if not target:
+        raise EqiforgeError("give a target file (path.py or path.py:factory) or --example NAME "
+                            f"(built-in: {', '.join(sorted(examples.EXAMPLES))})")
+    path, _, factory = target.partition(":")
+    module = _import(Path(path))
+    torch.manual_seed(0)
+    if factory:
+        fn = getattr(module, factory, None)
+        if not callable(fn):
+            raise EqiforgeError(f"{path} has no callable {factory!r}")
+        result = fn()
+        if not (isinstance(result, tuple) and len(result) == 2):
+            raise EqiforgeError(f"{target} must return (callable, example_inputs), got {type(result).__name__}")
+        return result
+    if not hasattr(module, "Model") or not hasattr(module, "get_inputs"):
+        raise EqiforgeError(f"{path} must define Model and get_inputs() (or name a factory: {path}:factory)")
+    init = module.get_init_inputs() if hasattr(module, "get_init_inputs") else []
+    model = module.Model(*init)
+    if isinstance(model, torch.nn.Module):
+        model = model.eval()
+    return model, tuple(module.get_inputs())
+
+
+def _import(path: Path):
+    if not path.is_file():
+        raise EqiforgeError(f"no such file: {path}")
+    spec = importlib.util.spec_from_file_location(f"eqiforge_target_{path.stem}", path)
+    module = importlib.util.module_from_spec(spec)
+    try:
+        spec.loader.exec_module(module)
+    except Exception as err:
+        raise EqiforgeError(f"importing {path} failed: {type(err).__name__}: {err}") from err
+    return module

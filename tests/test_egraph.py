@@ -1,0 +1,102 @@
+"""The e-graph stage: rule loading errors, limits and stop reasons, the hard time limit, determinism."""
+import shutil
+
+import pytest
+
+from eqiforge.egraph import rulesets
+from eqiforge.egraph import saturate as sat
+from eqiforge.errors import EqiforgeError
+from eqiforge.ir import Graph
+
+
+def chain(n=4, size=16):
+    g = Graph()
+    xs = [g.input(f"m{i}", (size, size), "float32") for i in range(n)]
+    y = xs[0]
+    for x in xs[1:]:
+        y = g.add("MatMul", (y, x))
+    g.outputs = [y]
+    return g
+
+
+@pytest.fixture
+def rules_dir(tmp_path, monkeypatch):
+    """A private rules folder holding the real schema; tests add rule files to it."""
+    shutil.copy(rulesets.rules_dir() / "schema.egg", tmp_path / "schema.egg")
+    monkeypatch.setenv("EQIFORGE_RULES_DIR", str(tmp_path))
+    return tmp_path
+
+
+def test_unknown_ruleset_names_the_known_ones():
+    with pytest.raises(EqiforgeError, match=r"unknown rule set\(s\) \['nope'\]; available: \[.*'matmul'"):
+        rulesets.select(["nope"])
+
+
+@pytest.mark.parametrize("text,message", [
+    ("(rewrite (Neg (Neg x)) x", "does not parse"),
+    ("(rewrite (Neg (Neg x)) x)", "needs a :name"),
+    ("(rewrite (Neg (Neg x)) x :name \"a\")\n(rewrite (Neg x) x :name \"a\")", "used twice"),
+    ("(let $z (Input \"z\"))", "may only contain rules"),
+    ("(ruleset other)\n(rewrite (Neg (Neg x)) x :ruleset other :name \"a\")", "may only contain rules"),
+])
+def test_malformed_rule_files_name_the_file(rules_dir, text, message):
+    (rules_dir / "broken.egg").write_text(text)
+    with pytest.raises(EqiforgeError, match=f"broken.egg.*{message}|{message}.*broken"):
+        rulesets.available()
+
+
+def test_rule_that_does_not_typecheck_is_reported(rules_dir):
+    (rules_dir / "bad.egg").write_text('(rewrite (Neg x) (NoSuchOp x) :name "bad-op")')
+    with pytest.raises(EqiforgeError, match="rule set bad"):
+        sat.saturate(chain(), ["bad"], sat.Limits())
+
+
+def test_unsound_shape_is_a_loud_error(rules_dir):
+    (rules_dir / "unsound.egg").write_text('(rewrite (MatMul a b) a :name "drop-b")')
+    g = Graph()
+    a, b = g.input("a", (3, 4), "float32"), g.input("b", (4, 5), "float32")
+    g.outputs = [g.add("MatMul", (a, b))]
+    with pytest.raises(EqiforgeError, match="unsound"):
+        sat.saturate(g, ["unsound"], sat.Limits())
+
+
+def test_stop_reasons():
+    _, report = sat.saturate(chain(3), ["matmul"], sat.Limits())
+    assert report.stop_reason == "saturated"
+    _, report = sat.saturate(chain(8), ["matmul"], sat.Limits(iterations=2))
+    assert report.stop_reason == "iteration limit (2)" and report.iterations == 2
+    _, report = sat.saturate(chain(10), ["matmul"], sat.Limits(enodes=100))
+    assert report.stop_reason == "e-node limit (100)" and report.enodes >= 100
+
+
+def test_report_counts_steps_and_matches():
+    _, report = sat.saturate(chain(4), ["matmul", "scalar"], sat.Limits())
+    assert [s.ruleset for s in report.steps[:2]] == ["matmul", "scalar"]
+    assert report.matches_per_rule()["matmul-assoc-right"] > 0
+    sizes = [s.enodes for s in report.steps]
+    assert sizes == sorted(sizes) and sizes[-1] > report.initial_enodes
+
+
+def test_hard_time_limit_kills_a_runaway_step_and_keeps_what_completed(rules_dir):
+    # one step of this rule joins every input with every pair of inputs: far too slow for the limit
+    (rules_dir / "explode.egg").write_text(
+        '(rule ((= a (Input s)) (= b (Input t)) (= c (Input u)) (= d (Input v)))'
+        ' ((Add (Add a b) (Add c d))) :name "explode")')
+    g = Graph()
+    xs = [g.input(f"x{i}", (2,), "float32") for i in range(120)]
+    g.outputs = [g.add("Neg", (x,)) for x in xs]
+    snap, report = sat.saturate(g, ["explode"], sat.Limits(seconds=0.5, hard_seconds=1.0))
+    assert report.stop_reason.startswith("hard time limit")
+    assert snap.num_nodes == 240 and len(snap.roots) == 120
+
+
+def test_saturation_is_deterministic():
+    a, _ = sat.saturate(chain(5), None, sat.Limits())
+    b, _ = sat.saturate(chain(5), None, sat.Limits())
+    assert (a.node_op, a.node_children, a.node_class, a.roots) == (b.node_op, b.node_children, b.node_class, b.roots)
+
+
+@pytest.mark.parametrize("bad", [dict(iterations=-1), dict(seconds=0), dict(enodes=1.5)])
+def test_invalid_limits(bad):
+    with pytest.raises(EqiforgeError, match="limit|time limits"):
+        sat.Limits(**bad)
