@@ -1,0 +1,66 @@
+"""``extract``: choose one e-node per needed e-class of a Snapshot, minimising DAG cost.
+
+The greedy extractor always runs: it is the answer for ``method="greedy"`` and the safety net for
+``method="ilp"``, whose result is used only when the solver returns one in time that is no worse.
+"""
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+
+from ..egraph.snapshot import Snapshot
+from ..errors import EqiforgeError
+from .dag import Costs, Selection, dag_cost, solvable_classes, select
+from .greedy import greedy_choice
+from .ilp import ilp_choice
+
+METHODS = ("greedy", "ilp")
+
+
+def extract(snap: Snapshot, node_cost: Costs, roots: Sequence[int] | None = None, method: str = "greedy",
+            time_limit: float = 10.0) -> Selection:
+    """Pick the e-nodes that compute ``roots`` (default ``snap.roots``) at the least DAG cost.
+
+    ``node_cost`` gives seconds per e-node (math.inf = never choose it). ``method`` is "greedy" (fast) or
+    "ilp" (exact within ``time_limit`` seconds of solver time, else the greedy result).
+    """
+    started = time.perf_counter()
+    roots = list(snap.roots if roots is None else roots)
+    _check_arguments(snap, node_cost, roots, method, time_limit)
+    solvable = solvable_classes(snap, node_cost)
+    unsolvable = [r for r in roots if not solvable[r]]
+    if unsolvable:
+        raise EqiforgeError(f"root e-classes {unsolvable} have no acyclic term of finite cost to extract")
+    fast = greedy_choice(snap, node_cost)
+    if method == "greedy":
+        return select(snap, node_cost, fast, roots, "greedy", started)
+    exact, quality = ilp_choice(snap, node_cost, roots, solvable, time_limit)
+    fallback = _why_not_ilp(snap, node_cost, roots, exact, quality, fast)
+    if fallback:
+        return select(snap, node_cost, fast, roots, f"ilp->greedy fallback: {fallback}", started)
+    return select(snap, node_cost, exact, roots, "ilp", started)
+
+
+def _why_not_ilp(snap: Snapshot, node_cost: Costs, roots: list[int], exact: dict[int, int] | None, quality: str,
+                 fast: dict[int, int]) -> str:
+    """Why the ILP's answer cannot be used ("" when it can): none came back, or a timed-out one is worse."""
+    if exact is None:
+        return quality
+    exact_cost, fast_cost = dag_cost(snap, node_cost, exact, roots), dag_cost(snap, node_cost, fast, roots)
+    if exact_cost > fast_cost:
+        return f"ILP result ({quality}) costs {exact_cost:.6g} s > greedy {fast_cost:.6g} s"
+    return ""
+
+
+def _check_arguments(snap: Snapshot, node_cost: Costs, roots: list[int], method: str, time_limit: float) -> None:
+    if method not in METHODS:
+        raise EqiforgeError(f"unknown extraction method {method!r}; choose one of: {', '.join(METHODS)}")
+    if len(node_cost) != snap.num_nodes:
+        raise EqiforgeError(f"node_cost has {len(node_cost)} entries but the snapshot has {snap.num_nodes} e-nodes")
+    bad = [r for r in roots if not 0 <= r < snap.num_classes]
+    if bad:
+        raise EqiforgeError(f"root e-classes {bad} do not exist (the snapshot has {snap.num_classes} e-classes)")
+    if any(not cost >= 0 for cost in node_cost):  # also catches NaN
+        raise EqiforgeError("node_cost must be non-negative seconds (math.inf forbids a node); found a negative or NaN")
+    if not time_limit > 0:
+        raise EqiforgeError(f"time_limit must be a positive number of seconds, got {time_limit!r}")

@@ -1,0 +1,126 @@
+"""Exact DAG-cost extraction as a 0-1 integer program, solved by HiGHS through ``scipy.optimize.milp``.
+
+Variables: x_n = 1 when e-node n is chosen, y_c = 1 when e-class c is needed. Roots are needed; a needed
+class chooses exactly one node; a chosen node makes its child classes needed; minimise the sum of the
+chosen nodes' costs. Each node has one variable however many parents read it, so this is DAG cost.
+
+Choosing one node per class can still close a cycle (x = f(g(x))). Cycles only live inside strongly
+connected components of the class graph, so only classes there get an order variable t_c and the big-M
+constraint "chosen n in c reads d in the same component => t_c >= t_d + 1"; an acyclic e-graph gets none.
+Before the model is built, nodes that cannot help are pruned: infinite cost, reading their own class,
+children without any solution, a duplicate of a cheaper node with the same class and children, and
+anything the roots cannot reach.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import networkx as nx
+import numpy as np
+from scipy.optimize import Bounds, LinearConstraint, milp
+from scipy.sparse import coo_array
+
+from ..egraph.snapshot import Snapshot
+from .dag import Costs, child_classes, usable_nodes
+
+
+def ilp_choice(snap: Snapshot, node_cost: Costs, roots: Sequence[int], solvable: list[bool],
+               time_limit: float) -> tuple[dict[int, int] | None, str]:
+    """Solve the extraction ILP: (choice, how good it is) or (None, why there is no solution)."""
+    model = _Model(snap, node_cost, roots, solvable)
+    if not model.nodes:
+        return {}, "optimal"  # no roots: nothing to choose
+    try:
+        result = milp(model.objective, integrality=model.integrality, bounds=model.bounds,
+                      constraints=model.constraints, options={"time_limit": time_limit, "disp": False})
+    except Exception as err:  # noqa: BLE001 - any solver failure means: use the greedy result
+        return None, f"scipy.optimize.milp failed: {err}"
+    said = result.message.partition(" (")[0].rstrip(".")  # HiGHS's words, without its status dump
+    if result.x is None:
+        return None, f"no solution within {time_limit:g} s ({said})"
+    quality = "optimal" if result.status == 0 else f"not proven optimal: {said}"
+    return {snap.node_class[n]: n for n, x in zip(model.nodes, result.x) if x > 0.5}, quality
+
+
+def candidate_nodes(snap: Snapshot, node_cost: Costs, roots: Sequence[int], solvable: list[bool]) -> list[int]:
+    """The e-nodes worth a variable, in index order (see the module docstring for what is pruned)."""
+    kids = child_classes(snap)
+    cheapest: dict[tuple[int, tuple[int, ...]], int] = {}
+    for n, usable in enumerate(usable_nodes(snap, node_cost, solvable)):
+        key = (snap.node_class[n], kids[n])
+        if usable and (key not in cheapest or node_cost[n] < node_cost[cheapest[key]]):
+            cheapest[key] = n
+    by_class: dict[int, list[int]] = {}
+    for n in sorted(cheapest.values()):
+        by_class.setdefault(snap.node_class[n], []).append(n)
+    reached, frontier = set(roots), list(roots)
+    while frontier:
+        for n in by_class[frontier.pop()]:
+            fresh = set(kids[n]) - reached
+            reached |= fresh
+            frontier.extend(sorted(fresh))
+    return [n for c in sorted(reached) for n in by_class[c]]
+
+
+class _Model:
+    """The ILP's arrays. Variables are laid out as [x per candidate node | y per class | t per cyclic class]."""
+
+    def __init__(self, snap: Snapshot, node_cost: Costs, roots: Sequence[int], solvable: list[bool]):
+        self.nodes = candidate_nodes(snap, node_cost, roots, solvable)
+        self.kids = child_classes(snap)
+        self.classes = sorted({snap.node_class[n] for n in self.nodes})
+        self.y = {c: len(self.nodes) + i for i, c in enumerate(self.classes)}
+        self.components = self._cyclic_components(snap)
+        self.t = {c: len(self.nodes) + len(self.classes) + i for i, c in enumerate(sorted(self.components))}
+        self.rows: list[tuple[list[int], list[float], float, float]] = []  # (columns, values, lower, upper)
+        self._one_node_per_needed_class(snap)
+        self._chosen_node_needs_children()
+        self._acyclic_within_components(snap)
+        self._finish(node_cost, roots)
+
+    def _cyclic_components(self, snap: Snapshot) -> dict[int, frozenset[int]]:
+        """Class -> its strongly connected component, for classes on a cycle of candidate nodes."""
+        graph = nx.DiGraph((snap.node_class[n], d) for n in self.nodes for d in self.kids[n])
+        cyclic = [frozenset(comp) for comp in nx.strongly_connected_components(graph) if len(comp) > 1]
+        return {c: comp for comp in cyclic for c in comp}
+
+    def _one_node_per_needed_class(self, snap: Snapshot) -> None:
+        members: dict[int, list[int]] = {c: [] for c in self.classes}
+        for i, n in enumerate(self.nodes):
+            members[snap.node_class[n]].append(i)
+        for c, cols in members.items():  # sum x_n - y_c = 0
+            self.rows.append((cols + [self.y[c]], [1.0] * len(cols) + [-1.0], 0.0, 0.0))
+
+    def _chosen_node_needs_children(self) -> None:
+        for i, n in enumerate(self.nodes):
+            for d in self.kids[n]:  # x_n - y_d <= 0
+                self.rows.append(([i, self.y[d]], [1.0, -1.0], -np.inf, 0.0))
+
+    def _acyclic_within_components(self, snap: Snapshot) -> None:
+        """t_c - t_d - M x_n >= 1 - M, M = component size: binding only when n is chosen."""
+        for i, n in enumerate(self.nodes):
+            component = self.components.get(snap.node_class[n])
+            for d in self.kids[n]:
+                if component is not None and d in component:
+                    big_m = float(len(component))
+                    self.rows.append(([self.t[snap.node_class[n]], self.t[d], i], [1.0, -1.0, -big_m],
+                                      1.0 - big_m, np.inf))
+
+    def _finish(self, node_cost: Costs, roots: Sequence[int]) -> None:
+        """Turn the rows and per-variable data into milp's arguments."""
+        num_x, num_y = len(self.nodes), len(self.classes)
+        num = num_x + num_y + len(self.t)
+        self.objective = np.zeros(num)
+        self.objective[:num_x] = [float(node_cost[n]) for n in self.nodes]
+        self.integrality = np.zeros(num)
+        self.integrality[:num_x] = 1  # y follows from x; t only orders
+        lower, upper = np.zeros(num), np.ones(num)
+        lower[[self.y[r] for r in roots]] = 1.0
+        for c, col in self.t.items():
+            upper[col] = len(self.components[c]) - 1
+        self.bounds = Bounds(lower, upper)
+        rows = [r for r, (cols, _, _, _) in enumerate(self.rows) for _ in cols]
+        cols = [col for cols, _, _, _ in self.rows for col in cols]
+        vals = [v for _, values, _, _ in self.rows for v in values]
+        matrix = coo_array((vals, (rows, cols)), shape=(len(self.rows), num)).tocsr()
+        self.constraints = LinearConstraint(matrix, [r[2] for r in self.rows], [r[3] for r in self.rows])

@@ -1,0 +1,68 @@
+"""Architecture checks: the op table and the schema agree, and stages import only earlier stages."""
+import ast
+import re
+from pathlib import Path
+
+from eqiforge import ops
+from eqiforge.egraph import rulesets
+
+PACKAGE = Path(__file__).resolve().parent.parent / "eqiforge"
+# pipeline order; the shared core (ops, ir, errors) comes first and anything may import it
+ORDER = ["errors", "ops", "ir", "frontend", "egraph", "cost", "extract", "lower", "runtime", "report", "api",
+         "dynamo", "examples", "targets", "viz", "cli"]
+
+
+def _schema_constructors() -> dict[str, list[str]]:
+    text = re.sub(r";[^\n]*", "", (rulesets.rules_dir() / "schema.egg").read_text())
+    body = text[text.index("(datatype T"):text.index("(datatype TList")]
+    found = {m.group(1): m.group(2).split() for m in re.finditer(r"\((\w+)((?: \w+)*)\)", body)}
+    found.pop("datatype", None)
+    extern = re.search(r"\(constructor Extern \(([^)]*)\) T\)", text)
+    found["Extern"] = extern.group(1).split()
+    return found
+
+
+def test_schema_matches_op_table():
+    schema = _schema_constructors()
+    assert sorted(schema) == sorted(ops.OPS), "schema.egg constructors and ops.OPS differ"
+    for name, op in ops.OPS.items():
+        attrs = [ops.ATTR_SORTS[a] for a in op.attrs]
+        operands = ["TList"] if op.arity < 0 else ["T"] * op.arity
+        expected = attrs + operands if op.attr_first else operands + attrs
+        assert schema[name] == expected, f"{name}: schema has {schema[name]}, op table says {expected}"
+
+
+def test_every_op_has_shape_and_dtype_analysis():
+    text = (rulesets.rules_dir() / "schema.egg").read_text()
+    for name, op in ops.OPS.items():
+        if name in ("Input", "Param", "Extern"):
+            continue  # set by the encoder
+        assert f'"shape-{name}' in text, f"no shape rule for {name}"
+        if op.kind not in ("leaf", "cast"):
+            assert f'"dtype-{name}"' in text, f"no dtype rule for {name}"
+
+
+def _stage(module: str) -> str:
+    return module.split(".")[1] if module.count(".") else module
+
+
+def test_stages_import_only_earlier_stages():
+    backward = []
+    for path in PACKAGE.rglob("*.py"):
+        rel = path.relative_to(PACKAGE).with_suffix("")
+        own = rel.parts[0]
+        if own == "__init__" or own not in ORDER:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.level:
+                base = list(rel.parts[:-node.level]) if node.level <= len(rel.parts) else []
+                target = (base + (node.module or "").split("."))[0] if base or node.module else ""
+                names = [target] if target else [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("eqiforge."):
+                names = [node.module.split(".")[1]]
+            else:
+                continue
+            for imported in names:
+                if imported in ORDER and ORDER.index(imported) > ORDER.index(own):
+                    backward.append(f"{rel} imports {imported}")
+    assert not backward, backward
