@@ -26,7 +26,7 @@ class Options:
     rules: tuple[str, ...] | None = None  # rule-set names; None = all
     backend: str = "torch"
     limits: sat.Limits = field(default_factory=sat.Limits)
-    extractor: str = "greedy"  # greedy | ilp
+    extractor: str = "auto"  # auto | greedy | ilp (auto: ilp on e-graphs up to 20k e-nodes)
     cost_model: str = "roofline"
     device: str | None = None  # device table entry the cost model prices for
     fold_constants: bool = True  # inference: parameter-only sub-expressions are computed once
@@ -96,7 +96,7 @@ class _progress:
         if not self.enabled:
             return None
         from tqdm import tqdm
-        self.bar = tqdm(desc="saturating", unit="step", leave=False)
+        self.bar = tqdm(desc="saturating", unit="step", leave=False, disable=None)  # off when not a terminal
 
         def on_step(s):
             self.bar.set_postfix_str(f"iter {s.iteration} {s.ruleset}: {s.enodes} e-nodes")

@@ -64,7 +64,8 @@ def parser() -> argparse.ArgumentParser:
     o.add_argument("--example", help="a built-in example instead of a file (see `eqiforge examples`)")
     o.add_argument("--rules", help="comma-separated rule sets (default: all; see `eqiforge rules`)")
     o.add_argument("--backend", default="torch", help="torch (default)")
-    o.add_argument("--extractor", default="greedy", choices=["greedy", "ilp"])
+    o.add_argument("--extractor", default="auto", choices=["auto", "greedy", "ilp"],
+                   help="auto (default): exact ILP on e-graphs up to 20k e-nodes, greedy beyond")
     o.add_argument("--device", default=None, help="device the cost model prices for (default H100)")
     o.add_argument("--iterations", type=int, default=10)
     o.add_argument("--enodes", type=int, default=50_000)

@@ -14,15 +14,19 @@ from .dag import Costs, Selection, dag_cost, solvable_classes, select
 from .greedy import greedy_choice
 from .ilp import ilp_choice
 
-METHODS = ("greedy", "ilp")
+METHODS = ("auto", "greedy", "ilp")
+#: "auto" solves the ILP up to this many e-nodes (it finds sharing that greedy misses, e.g. merged
+#: projections) and runs greedy beyond
+AUTO_ILP_MAX_NODES = 20_000
 
 
-def extract(snap: Snapshot, node_cost: Costs, roots: Sequence[int] | None = None, method: str = "greedy",
+def extract(snap: Snapshot, node_cost: Costs, roots: Sequence[int] | None = None, method: str = "auto",
             time_limit: float = 10.0) -> Selection:
     """Pick the e-nodes that compute ``roots`` (default ``snap.roots``) at the least DAG cost.
 
-    ``node_cost`` gives seconds per e-node (math.inf = never choose it). ``method`` is "greedy" (fast) or
-    "ilp" (exact within ``time_limit`` seconds of solver time, else the greedy result).
+    ``node_cost`` gives seconds per e-node (math.inf = never choose it). ``method`` is "greedy" (fast),
+    "ilp" (exact within ``time_limit`` seconds of solver time, else the greedy result) or "auto" (ilp for
+    e-graphs up to AUTO_ILP_MAX_NODES e-nodes, greedy beyond).
     """
     started = time.perf_counter()
     roots = list(snap.roots if roots is None else roots)
@@ -32,6 +36,8 @@ def extract(snap: Snapshot, node_cost: Costs, roots: Sequence[int] | None = None
     if unsolvable:
         raise EqiforgeError(f"root e-classes {unsolvable} have no acyclic term of finite cost to extract")
     fast = greedy_choice(snap, node_cost)
+    if method == "auto":
+        method = "ilp" if snap.num_nodes <= AUTO_ILP_MAX_NODES else "greedy"
     if method == "greedy":
         return select(snap, node_cost, fast, roots, "greedy", started)
     exact, quality = ilp_choice(snap, node_cost, roots, solvable, time_limit)
