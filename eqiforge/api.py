@@ -51,9 +51,9 @@ def optimize(fn, example_inputs, **options) -> OptimizedModule:
 def optimize_graph(graph, input_names, out_spec, opts: Options, timer: StageTimer) -> OptimizedModule:
     """The stages after capture, shared by ``optimize`` and the torch.compile backend."""
     model = cost.get_cost_model(opts.cost_model, opts.device)
+    names = [rs.name for rs in sat.rulesets.select(None if opts.rules is None else list(opts.rules))]
     with _progress(opts.progress) as on_step, timer("saturate"):
-        snap, saturation = sat.saturate(graph, list(opts.rules) if opts.rules else None, opts.limits,
-                                        on_step=on_step)
+        snap, saturation = sat.saturate(graph, names, opts.limits, on_step=on_step)
     with timer("extract"):
         node_cost = model.predict(cost.snapshot_features(snap, opts.fold_constants))
         selection = extract(snap, node_cost, method=opts.extractor)
@@ -61,7 +61,7 @@ def optimize_graph(graph, input_names, out_spec, opts: Options, timer: StageTime
         plan = build_plan(snap, selection.choice, graph, model, opts.fold_constants)
         gm = to_graph_module(plan.graph, input_names)
     report = Report(
-        rulesets=list(opts.rules) if opts.rules else sorted(sat.rulesets.available()),
+        rulesets=names,
         saturation=saturation, stage_seconds=timer.seconds,
         predicted_before=sum(price(graph, model).values()), predicted_after=plan.predicted_seconds,
         extraction_method=selection.method, extraction_cost=selection.cost, cost_model=model.name,

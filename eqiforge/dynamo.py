@@ -21,6 +21,11 @@ from .report import StageTimer
 REPORTS: list = []
 
 
+def _run_unchanged(gm, _example_inputs):
+    """The graph as AOTAutograd built it (the backward, and graphs EqiForge cannot take)."""
+    return make_boxed_func(gm.forward)
+
+
 def _forward_compiler(opts: api.Options):
     def compile_forward(gm, example_inputs):
         names = [n.name for n in gm.graph.nodes if n.op == "placeholder"]
@@ -31,7 +36,7 @@ def _forward_compiler(opts: api.Options):
             optimized = api.optimize_graph(graph, names, None, opts, timer)
         except EqiforgeError as err:
             warnings.warn(f"eqiforge: running this graph unoptimized: {err}", stacklevel=2)
-            return make_boxed_func(gm.forward)
+            return _run_unchanged(gm, example_inputs)
         REPORTS.append(optimized.report)
         return make_boxed_func(optimized.graph_module.forward)
     return compile_forward
@@ -40,6 +45,6 @@ def _forward_compiler(opts: api.Options):
 def eqiforge_backend(gm, example_inputs, **options):
     """torch.compile backend entry point; ``options`` are those of ``eqiforge.optimize``."""
     opts = api.Options(**api.normalise_options({**options, "fold_constants": False}))
-    backend = aot_autograd(fw_compiler=_forward_compiler(opts), bw_compiler=make_boxed_func,
+    backend = aot_autograd(fw_compiler=_forward_compiler(opts), bw_compiler=_run_unchanged,
                            decompositions=core_aten_decompositions())
     return backend(gm, example_inputs)

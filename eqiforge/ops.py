@@ -149,15 +149,15 @@ def cast(x, dtype: str):
 
 
 def permute(x, perm):
-    return x.permute(*perm)
+    return x.permute(tuple(perm))
 
 
 def reshape(x, shape):
-    return x.reshape(*shape)
+    return x.reshape(tuple(shape))
 
 
 def expand(x, shape):
-    return x.expand(*shape)
+    return x.expand(tuple(shape))
 
 
 def slice_dim(x, dim, start, end):

@@ -1,0 +1,174 @@
+"""End to end: optimized modules compute what eager PyTorch computes, on the example inputs and on fresh
+random inputs, for the built-in examples and for programs that stress the frontend and the runtime."""
+import re
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn as nn
+import torch.utils._pytree as pytree
+
+import eqiforge
+from eqiforge import examples
+from eqiforge.errors import EqiforgeError
+
+README = Path(__file__).resolve().parent.parent / "README.md"
+
+
+def assert_close(got, want, rtol=1e-5):
+    got_leaves, want_leaves = pytree.tree_leaves(got), pytree.tree_leaves(want)
+    assert len(got_leaves) == len(want_leaves)
+    for g, w in zip(got_leaves, want_leaves):
+        assert g.shape == w.shape and g.dtype == w.dtype
+        err = (g.double() - w.double()).norm().item()
+        assert err <= rtol * w.double().norm().item() + 1e-6, f"relative error {err / (w.double().norm() + 1e-12):.2e}"
+
+
+def fresh_like(inputs, seed):
+    gen = torch.Generator().manual_seed(seed)
+    return tuple(torch.randn(t.shape, generator=gen).to(t.dtype) for t in inputs)
+
+
+def check(fn, inputs, **options):
+    opt = eqiforge.optimize(fn, inputs, **options)
+    with torch.no_grad():
+        assert_close(opt(*inputs), fn(*inputs))
+        fresh = fresh_like(inputs, 1)
+        assert_close(opt(*fresh), fn(*fresh))
+    return opt
+
+
+@pytest.mark.parametrize("name", sorted(set(examples.EXAMPLES) - {"bert_encoder"}))
+def test_builtin_examples_match_eager(name):
+    fn, inputs = examples.load(name)
+    opt = check(fn, inputs)
+    assert opt.report.predicted_after <= opt.report.predicted_before * (1 + 1e-9)
+
+
+def test_matmul_chain_is_reassociated_to_matrix_vector_products():
+    fn, inputs = examples.load("matmul_chain")
+    opt = check(fn, inputs, rules=["matmul"])
+    shapes = [opt.plan.graph.nodes[i].shape for i in opt.plan.graph.live_nodes()
+              if opt.plan.graph.nodes[i].op == "MatMul"]
+    assert shapes == [(256, 1)] * 3
+    assert opt.report.predicted_after < opt.report.predicted_before / 3
+
+
+def test_low_rank_product_is_not_materialised():
+    fn, inputs = examples.load("low_rank")
+    opt = check(fn, inputs, rules=["matmul"])
+    mm = [opt.plan.graph.nodes[i] for i in opt.plan.graph.live_nodes() if opt.plan.graph.nodes[i].op == "MatMul"]
+    assert sorted(n.shape for n in mm) == [(256, 16), (256, 512)]
+
+
+class SharedAndBroadcast(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = nn.Parameter(torch.randn(16, 16))
+        self.b = nn.Parameter(torch.randn(16))
+
+    def forward(self, x, y):
+        shared = torch.tanh(x @ self.w + self.b)        # used three times
+        scaled = shared * 3.0 - y[:, None, :]            # broadcasting against a rank-2 input
+        return {"a": shared.sum(dim=1), "b": scaled / 2.0, "c": (shared @ shared.transpose(-1, -2)).amax(-1)}
+
+
+def test_multiple_outputs_shared_subexpressions_broadcasting():
+    check(SharedAndBroadcast().eval(), (torch.randn(4, 8, 16), torch.randn(4, 16)))
+
+
+def test_non_contiguous_inputs():
+    fn, _ = examples.load("mlp")
+    x = torch.randn(256, 64).t()  # a transposed view: strides (1, 64)
+    opt = eqiforge.optimize(fn, (x,))
+    with torch.no_grad():
+        assert_close(opt(x), fn(x))
+        assert_close(opt(x.contiguous()), fn(x))
+
+
+def test_known_and_unknown_ops_mixed():
+    def fn(x, w):
+        y = torch.cumsum(x @ w, dim=0)            # cumsum: not in the IR, runs in PyTorch
+        vals, idx = torch.topk(y, 3, dim=-1)      # multi-output extern
+        return torch.relu(vals) + 1.0, idx, (y @ w).sum()
+    check(fn, (torch.randn(8, 8), torch.randn(8, 8)))
+
+
+def test_fx_graph_module_input():
+    fn, inputs = examples.load("mlp")
+    check(torch.fx.symbolic_trace(fn), inputs)
+
+
+def test_rule_subsets_and_no_rules():
+    fn, inputs = examples.load("transformer_layer")
+    for rules in (["matmul", "scalar"], []):
+        opt = check(fn, inputs, rules=rules)
+        assert opt.report.rulesets == rules
+
+
+def test_same_program_same_plan():
+    fn, inputs = examples.load("transformer_layer")
+    plans = [eqiforge.optimize(fn, inputs).plan.format() for _ in range(2)]
+    assert plans[0] == plans[1]
+
+
+def test_tight_limits_still_give_a_correct_plan():
+    fn, inputs = examples.load("transformer_layer")
+    opt = check(fn, inputs, limits=eqiforge.Limits(iterations=1, enodes=10))
+    assert opt.report.stop_reason.startswith("e-node limit")
+
+
+def test_parameters_only_expressions_are_folded():
+    class TwoLinear(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a, self.b = nn.Linear(64, 64, bias=False), nn.Linear(64, 64, bias=False)
+
+        def forward(self, x):
+            return self.b(self.a(x))
+    fn = TwoLinear().eval()
+    opt = check(fn, (torch.randn(32, 64),))
+    assert opt.report.folded_constants >= 1
+    assert opt.plan.graph.op_counts().get("MatMul") == 1
+
+
+def test_wrong_input_shape_is_a_clear_error():
+    fn, inputs = examples.load("mlp")
+    opt = eqiforge.optimize(fn, inputs)
+    with pytest.raises(EqiforgeError, match=r"optimized for float32\[64, 256\]"):
+        opt(torch.randn(3, 256))
+
+
+@pytest.mark.parametrize("options,message", [
+    ({"rules": ["nope"]}, "unknown rule set"),
+    ({"backend": "cuda-magic"}, "unknown backend"),
+    ({"extractor": "tree"}, "unknown extraction method"),
+    ({"colour": "red"}, "unknown option"),
+    ({"device": "TPU"}, "unknown device"),
+])
+def test_bad_options_are_clear_errors(options, message):
+    fn, inputs = examples.load("mlp")
+    with pytest.raises(EqiforgeError, match=message):
+        eqiforge.optimize(fn, inputs, **options)
+
+
+def test_torch_compile_backend_inference_and_training():
+    torch._dynamo.reset()
+    fn, inputs = examples.load("mlp")
+    compiled = torch.compile(fn, backend="eqiforge")
+    with torch.no_grad():
+        assert_close(compiled(*inputs), fn(*inputs))
+    # training: the forward is optimized, the backward runs as AOTAutograd built it
+    torch._dynamo.reset()
+    x = torch.randn(64, 256, requires_grad=True)
+    compiled = torch.compile(fn, backend="eqiforge")
+    compiled(x).square().sum().backward()
+    got = x.grad.clone()
+    x.grad = None
+    fn(x).square().sum().backward()
+    assert_close(got, x.grad)
+
+
+def test_readme_python_example_runs():
+    block = re.search(r"```python\n(.*?)```", README.read_text(), re.S).group(1)
+    exec(compile(block, "README.md", "exec"), {})
