@@ -1,0 +1,71 @@
+"""The command line: optimize built-in examples and user files, list rules and examples, clear errors."""
+import textwrap
+
+import pytest
+
+from eqiforge import cli
+from eqiforge.egraph import rulesets
+
+
+def run(capsys, *argv):
+    code = cli.main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_optimize_example_prints_the_summary(capsys):
+    code, out, _ = run(capsys, "optimize", "--example", "matmul_chain", "--show-plan")
+    assert code == 0
+    for row in ("program", "predicted time", "e-graph", "stopped because", "seconds per stage"):
+        assert row in out
+    assert "matches eager" in out and "# plan:" in out
+
+
+def test_optimize_user_file_with_model_and_get_inputs(tmp_path, capsys):
+    f = tmp_path / "model.py"
+    f.write_text(textwrap.dedent("""
+        import torch
+        class Model(torch.nn.Module):
+            def __init__(self, n):
+                super().__init__()
+                self.w = torch.nn.Parameter(torch.randn(n, n))
+            def forward(self, x):
+                return (x @ self.w).sum(-1)
+        def get_init_inputs():
+            return [32]
+        def get_inputs():
+            return [torch.randn(8, 32)]
+    """))
+    code, out, _ = run(capsys, "optimize", str(f), "--rules", "reduction,matmul")
+    assert code == 0 and "matches eager" in out and "reduction, matmul" in out
+
+
+def test_optimize_user_factory(tmp_path, capsys):
+    f = tmp_path / "prog.py"
+    f.write_text("import torch\ndef make():\n    return (lambda a, b: a @ b + a, (torch.randn(4, 4), torch.randn(4, 4)))\n")
+    code, out, _ = run(capsys, "optimize", f"{f}:make")
+    assert code == 0 and "matches eager" in out
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["optimize"], "give a target file"),
+    (["optimize", "--example", "nope"], "unknown example"),
+    (["optimize", "missing.py"], "no such file"),
+    (["optimize", "--example", "mlp", "--rules", "matmul,nope"], "unknown rule set"),
+])
+def test_errors_are_one_clear_line(capsys, argv, message):
+    code, _, err = run(capsys, *argv)
+    last = err.strip().splitlines()[-1]
+    assert code == 2 and last.startswith("eqiforge: error:") and message in last
+
+
+def test_rules_lists_every_rule(capsys):
+    code, out, _ = run(capsys, "rules")
+    assert code == 0
+    for rs in rulesets.available().values():
+        assert rs.name in out and all(name in out for name in rs.rule_names)
+
+
+def test_examples_lists_builtins(capsys):
+    code, out, _ = run(capsys, "examples")
+    assert code == 0 and "transformer_layer" in out and "matmul_chain" in out
