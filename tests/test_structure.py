@@ -66,3 +66,12 @@ def test_stages_import_only_earlier_stages():
                 if imported in ORDER and ORDER.index(imported) > ORDER.index(own):
                     backward.append(f"{rel} imports {imported}")
     assert not backward, backward
+
+
+def test_pyproject_ships_every_package_and_the_rules():
+    import tomllib
+    pyproject = tomllib.loads((PACKAGE.parent / "pyproject.toml").read_text())
+    listed = set(pyproject["tool"]["setuptools"]["packages"])
+    present = {"eqiforge"} | {f"eqiforge.{p.parent.name}" for p in PACKAGE.glob("*/__init__.py")}
+    assert present | {"eqiforge._rules"} == listed
+    assert pyproject["tool"]["setuptools"]["package-dir"] == {"eqiforge._rules": "rules"}
