@@ -45,11 +45,13 @@ def optimize(fn, example_inputs, **options) -> OptimizedModule:
     timer = StageTimer()
     with timer("capture"):
         captured = frontend.capture(fn, example_inputs, fold_params=opts.fold_constants)
-    return optimize_graph(captured.graph, captured.input_names, captured.out_spec, opts, timer)
+    return optimize_graph(captured.graph, captured.input_names, captured.out_spec, opts, timer,
+                          bound=captured.param_inputs)
 
 
-def optimize_graph(graph, input_names, out_spec, opts: Options, timer: StageTimer) -> OptimizedModule:
-    """The stages after capture, shared by ``optimize`` and the torch.compile backend."""
+def optimize_graph(graph, input_names, out_spec, opts: Options, timer: StageTimer, bound=None) -> OptimizedModule:
+    """The stages after capture, shared by ``optimize`` and the torch.compile backend. ``bound`` maps graph
+    inputs that are not call arguments (live parameters) to their tensors."""
     model = cost.get_cost_model(opts.cost_model, opts.device)
     names = [rs.name for rs in sat.rulesets.select(None if opts.rules is None else list(opts.rules))]
     with _progress(opts.progress) as on_step, timer("saturate"):
@@ -59,7 +61,7 @@ def optimize_graph(graph, input_names, out_spec, opts: Options, timer: StageTime
         selection = extract(snap, node_cost, method=opts.extractor)
     with timer("lower"):
         plan = build_plan(snap, selection.choice, graph, model, opts.fold_constants)
-        gm = to_graph_module(plan.graph, input_names)
+        gm = to_graph_module(plan.graph, input_names, bound)
     report = Report(
         rulesets=names,
         saturation=saturation, stage_seconds=timer.seconds,

@@ -47,12 +47,17 @@ def _scalar(graph: Graph, i: int):
     return value
 
 
-def to_graph_module(graph: Graph, input_names: list[str]) -> fx.GraphModule:
-    """Lower ``graph`` to a GraphModule taking tensors in ``input_names`` order."""
+def to_graph_module(graph: Graph, input_names: list[str], bound: dict[str, torch.Tensor] | None = None
+                    ) -> fx.GraphModule:
+    """Lower ``graph`` to a GraphModule taking tensors in ``input_names`` order; inputs named in ``bound``
+    (live parameters, when constants are not folded) are read from those tensors instead."""
     root = torch.nn.Module()
     g = fx.Graph()
     env: dict[int, fx.Node] = {}
     placeholders = {name: g.placeholder(name) for name in input_names}
+    for name, tensor in (bound or {}).items():
+        root.register_buffer(f"live_{name}", tensor)
+        placeholders[name] = g.get_attr(f"live_{name}")
     extern_calls: dict[str, fx.Node] = {}
     for i in graph.live_nodes():
         n = graph.nodes[i]

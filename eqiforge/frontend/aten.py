@@ -1,0 +1,541 @@
+"""ATen -> IR: one small builder per op family, and ``TABLE``, the map from ATen overloads to builders.
+
+A builder is ``build(b, args, out) -> Ref | tuple[Ref | None, ...]``:
+
+- ``b`` is the :class:`Builder`, which adds IR nodes while establishing the IR conventions of ``ops.py``
+  (explicit broadcasting and type promotion, keep-dim reductions, equal-rank matmuls);
+- ``args`` maps the ATen schema's argument names to their values, defaults filled in; tensors are
+  :class:`Ref` s, everything else is the plain Python value of the FX graph;
+- ``out`` is the :class:`Meta` (static shape and dtype name) of the call's result, or a tuple of them for
+  multi-output ops. Builders read result shapes from it instead of re-deriving ATen's shape logic
+  (``view(x, [-1, 4])``, ``expand``, ``split`` sizes, ...), and result dtypes instead of its promotion rules.
+
+A builder raises :class:`Unsupported` for a call the IR cannot express (``slice`` with a step, say); the
+converter then emits an ``Extern``, exactly as for an op missing from the table.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import torch
+
+from .. import ops
+from ..ir import Graph
+
+aten = torch.ops.aten
+
+#: most dims one reduction node reduces (the schema's shape rules); more are chained
+MAX_REDUCED_DIMS = {"Sum": 3, "Amax": 2, "Amin": 2}
+
+
+class Unsupported(Exception):
+    """This call cannot be expressed in the IR; the converter keeps it as an ``Extern``."""
+
+
+@dataclass(frozen=True)
+class Meta:
+    """Static shape and dtype name of one tensor value (not a tuple: tuples mean multi-output)."""
+
+    shape: tuple[int, ...]
+    dtype: str
+
+
+@dataclass(frozen=True)
+class Ref:
+    """A tensor operand: an IR node id with its shape and dtype (so builders need not look them up)."""
+
+    id: int
+    shape: tuple[int, ...]
+    dtype: str
+
+
+Args = dict[str, Any]
+Out = Any  # Meta, or a tuple of Meta | None for multi-output ops
+
+
+def norm_dim(dim: int, rank: int) -> int:
+    """A dim in ``[0, rank)``; negative dims count from the end (a scalar wraps like a 1-d tensor)."""
+    wrap = max(rank, 1)
+    if not -wrap <= dim < wrap:
+        raise Unsupported(f"dim {dim} out of range for rank {rank}")
+    return dim % wrap
+
+
+def norm_dims(dims, rank: int) -> list[int]:
+    """Reduction dims, sorted and normalised; ``None`` or ``[]`` means all (ATen's convention)."""
+    if dims is None or (isinstance(dims, (list, tuple)) and not dims):
+        return list(range(rank))
+    dims = [dims] if isinstance(dims, int) else dims
+    return sorted({norm_dim(d, rank) for d in dims}) if rank else []
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    try:
+        return ops.DTYPE_NAMES[dtype]
+    except KeyError:
+        raise Unsupported(f"dtype {dtype} is not an IR dtype") from None
+
+
+def acc_dtype(dtype: str) -> str:
+    """The dtype numerically delicate composites (softmax, norms, variance) compute in, as ATen does."""
+    return "float32" if dtype in ("float16", "bfloat16") else dtype
+
+
+class Builder:
+    """Adds IR nodes to ``graph``; every helper returns a :class:`Ref` and skips no-op nodes."""
+
+    def __init__(self, graph: Graph):
+        self.graph = graph
+
+    def ref(self, node_id: int) -> Ref:
+        n = self.graph.nodes[node_id]
+        return Ref(node_id, n.shape, n.dtype)
+
+    def op(self, name: str, *operands: Ref, attrs: tuple = ()) -> Ref:
+        return self.ref(self.graph.add(name, tuple(x.id for x in operands), attrs))
+
+    def fill(self, value, shape, dtype: str) -> Ref:
+        if not isinstance(value, (bool, int, float)):
+            raise Unsupported(f"fill value {value!r} is not a real number")
+        if float(value) != value and not math.isnan(value):
+            raise Unsupported(f"fill value {value} is not exact as a float")
+        return self.ref(self.graph.fill(float(value), tuple(shape), dtype))
+
+    def node(self, x: Ref):
+        return self.graph.nodes[x.id]
+
+    def cast(self, x: Ref, dtype: str) -> Ref:
+        """``x`` as ``dtype``; a cast Fill is a Fill of the cast value (exactly what the Cast would give)."""
+        if x.dtype == dtype:
+            return x
+        n = self.node(x)
+        if n.op == "Fill":
+            value = torch.tensor(n.attrs[0], dtype=ops.DTYPES[x.dtype]).to(ops.DTYPES[dtype]).item()
+            return self.fill(value, x.shape, dtype)
+        return self.op("Cast", x, attrs=(dtype,))
+
+    def reshape(self, x: Ref, shape) -> Ref:
+        """``x`` reshaped; a Reshape of a Reshape reshapes the source (so views chain into one node), and a
+        reshaped Fill is a Fill."""
+        shape = tuple(shape)
+        n = self.node(x)
+        if n.op == "Fill":
+            return self.fill(n.attrs[0], shape, x.dtype)
+        if n.op == "Reshape":
+            x = self.ref(n.inputs[0])
+        return x if x.shape == shape else self.op("Reshape", x, attrs=(shape,))
+
+    def permute(self, x: Ref, perm) -> Ref:
+        perm = tuple(perm)
+        return x if perm == tuple(range(len(perm))) else self.op("Permute", x, attrs=(perm,))
+
+    def broadcast(self, x: Ref, shape) -> Ref:
+        """``x`` broadcast to ``shape``: a Reshape adds the missing leading dims, an Expand grows size-1 dims.
+        A Fill is simply filled at the new shape."""
+        shape = tuple(shape)
+        n = self.node(x)
+        if n.op == "Fill":
+            return self.fill(n.attrs[0], shape, x.dtype)
+        x = self.reshape(x, (1,) * (len(shape) - len(x.shape)) + x.shape)
+        return x if x.shape == shape else self.op("Expand", x, attrs=(shape,))
+
+    def slice(self, x: Ref, dim: int, start: int, end: int) -> Ref:
+        return x if (start, end) == (0, x.shape[dim]) else self.op("Slice", x, attrs=(dim, start, end))
+
+    def operand(self, value, shape, dtype: str) -> Ref:
+        """An elementwise operand of the given shape and dtype: scalars become Fills, tensors are cast and
+        broadcast (cast first: it is cheaper on the smaller tensor)."""
+        if isinstance(value, Ref):
+            return self.broadcast(self.cast(value, dtype), shape)
+        return self.fill(value, shape, dtype)
+
+    def elementwise(self, name: str, values, shape, dtype: str) -> Ref:
+        return self.op(name, *(self.operand(v, shape, dtype) for v in values))
+
+    def scale(self, x: Ref, factor) -> Ref:
+        """``x * factor`` for a Python number, skipping factor 1 (``alpha``/``beta`` of add, addmm, ...)."""
+        return x if factor == 1 else self.op("Mul", x, self.fill(factor, x.shape, x.dtype))
+
+    def reduce(self, name: str, x: Ref, dims) -> Ref:
+        """Sum/Amax/Amin over ``dims`` keeping them (size 1), chaining nodes when there are many dims."""
+        dims = norm_dims(dims, len(x.shape))
+        step = MAX_REDUCED_DIMS[name]
+        for i in range(0, len(dims), step):
+            x = self.op(name, x, attrs=(tuple(dims[i:i + step]),))
+        return x
+
+    def mean(self, x: Ref, dims) -> Ref:
+        """Keep-dim mean as Sum then Mul by 1/n (a Mul, so the algebra sees a scaling it can move)."""
+        count = math.prod(x.shape[d] for d in norm_dims(dims, len(x.shape)))
+        total = self.reduce("Sum", x, dims)
+        return self.op("Mul", total, self.fill(1.0 / count, total.shape, total.dtype))
+
+    def matmul(self, a: Ref, b: Ref, out: Meta) -> Ref:
+        """``torch.matmul`` semantics: vectors become [1, n] / [n, 1] matrices, batch dims broadcast
+        explicitly, and the result is reshaped to the ATen result shape (dropping the vector dims)."""
+        a, b = self.cast(a, out.dtype), self.cast(b, out.dtype)
+        if len(a.shape) == 1:
+            a = self.reshape(a, (1,) + a.shape)
+        if len(b.shape) == 1:
+            b = self.reshape(b, b.shape + (1,))
+        batch = tuple(torch.broadcast_shapes(a.shape[:-2], b.shape[:-2]))
+        a = self.broadcast(a, batch + a.shape[-2:])
+        b = self.broadcast(b, batch + b.shape[-2:])
+        return self.reshape(self.op("MatMul", a, b), out.shape)
+
+
+def first(args: Args, count: int = 1) -> list:
+    """The first ``count`` argument values in schema order (operand names differ across overloads)."""
+    return list(args.values())[:count]
+
+
+def promoted(x, y) -> str:
+    """torch's promoted dtype of two tensor or scalar operands (what comparisons compute in)."""
+    def probe(v):  # only the dtype and whether it has dims matter to torch's promotion rules
+        return torch.empty((0,) * min(len(v.shape), 1), dtype=ops.DTYPES[v.dtype]) if isinstance(v, Ref) else v
+    return dtype_name(torch.result_type(probe(x), probe(y)))
+
+
+# ------------------------------------------------------------------------------------ elementwise builders
+
+def unary(name: str):
+    """Unary math: the operand is cast to the result dtype first (``exp`` of an int tensor is float)."""
+    return lambda b, a, out: b.op(name, b.cast(a["self"], out.dtype))
+
+
+def gelu(b: Builder, a: Args, out: Meta) -> Ref:
+    return b.op("GeluTanh" if a["approximate"] == "tanh" else "Gelu", b.cast(a["self"], out.dtype))
+
+
+def binary(name: str):
+    """Arithmetic of two operands (tensor or scalar, either side) computed in the result dtype."""
+    return lambda b, a, out: b.elementwise(name, first(a, 2), out.shape, out.dtype)
+
+
+def add_sub(name: str):
+    """``add``/``sub``: ``self op alpha * other``."""
+    def build(b: Builder, a: Args, out: Meta) -> Ref:
+        other = b.scale(b.operand(a["other"], out.shape, out.dtype), a["alpha"])
+        return b.op(name, b.operand(a["self"], out.shape, out.dtype), other)
+    return build
+
+
+def rsub(b: Builder, a: Args, out: Meta) -> Ref:
+    """``other - alpha * self``."""
+    scaled = b.scale(b.operand(a["self"], out.shape, out.dtype), a["alpha"])
+    return b.op("Sub", b.operand(a["other"], out.shape, out.dtype), scaled)
+
+
+def compare(name: str):
+    """Comparisons compute in the promoted operand dtype and produce bool."""
+    return lambda b, a, out: b.elementwise(name, first(a, 2), out.shape, promoted(*first(a, 2)))
+
+
+def logical(name: str):
+    """Logical ops (and bitwise ops on bools) on operands cast to bool; xor is ``Ne`` of bools."""
+    def build(b: Builder, a: Args, out: Meta) -> Ref:
+        if out.dtype != "bool":
+            raise Unsupported("bitwise op on non-bool tensors")
+        return b.elementwise(name, first(a, 2), out.shape, "bool")  # Not has one operand: first() gives one
+    return build
+
+
+def clamped(b: Builder, x, lo, hi, out: Meta) -> Ref:
+    """Minimum(Maximum(x, lo), hi), the order torch uses (so lo > hi gives hi); None bounds are skipped."""
+    x = b.operand(x, out.shape, out.dtype)
+    if lo is not None:
+        x = b.elementwise("Maximum", [x, lo], out.shape, out.dtype)
+    if hi is not None:
+        x = b.elementwise("Minimum", [x, hi], out.shape, out.dtype)
+    return x
+
+
+def clamp(b: Builder, a: Args, out: Meta) -> Ref:
+    """``clamp``/``clamp_min``/``clamp_max`` (scalar or tensor bounds)."""
+    return clamped(b, a["self"], a.get("min"), a.get("max"), out)
+
+
+def hardtanh(b: Builder, a: Args, out: Meta) -> Ref:
+    return clamped(b, a["self"], a["min_val"], a["max_val"], out)
+
+
+def leaky_relu(b: Builder, a: Args, out: Meta) -> Ref:
+    """Where(x > 0, x, slope * x)."""
+    x = b.cast(a["self"], out.dtype)
+    return b.op("Where", b.op("Gt", x, b.fill(0, x.shape, x.dtype)), x, b.scale(x, a["negative_slope"]))
+
+
+def where(b: Builder, a: Args, out: Meta) -> Ref:
+    cond = b.operand(a["condition"], out.shape, "bool")
+    return b.op("Where", cond, *(b.operand(a[k], out.shape, out.dtype) for k in ("self", "other")))
+
+
+def masked_fill(b: Builder, a: Args, out: Meta) -> Ref:
+    """``masked_fill(x, mask, v)`` = Where(mask, v, x)."""
+    mask = b.operand(a["mask"], out.shape, "bool")
+    value, x = (b.operand(a[k], out.shape, out.dtype) for k in ("value", "self"))
+    return b.op("Where", mask, value, x)
+
+
+# -------------------------------------------------------------------------------------- reduction builders
+
+def reduction(name: str):
+    """``sum``/``amax``/``amin``/``max()``/``min()``: keep-dim node(s), then a Reshape if dims are dropped."""
+    def build(b: Builder, a: Args, out: Meta) -> Ref:
+        return b.reshape(b.reduce(name, b.cast(a["self"], out.dtype), a.get("dim")), out.shape)
+    return build
+
+
+def any_all(name: str):
+    """``any``/``all`` = Amax/Amin of bools; unlike ``sum``, an explicit empty dim list reduces nothing."""
+    def build(b: Builder, a: Args, out: Meta) -> Ref:
+        x = b.cast(a["self"], "bool")
+        dims = a.get("dim")
+        return b.reshape(x if dims == [] else b.reduce(name, x, dims), out.shape)
+    return build
+
+
+def mean(b: Builder, a: Args, out: Meta) -> Ref:
+    return b.reshape(b.mean(b.cast(a["self"], out.dtype), a.get("dim")), out.shape)
+
+
+def var_mean(b: Builder, a: Args, out: Out):
+    """``var``/``var_mean`` with ``correction``: sum of centered squares divided by ``n - correction``.
+
+    The scale is a Div, not a Mul by a reciprocal: ``n - correction`` may be 0, where torch gives inf/nan.
+    """
+    var_meta = out[0] if isinstance(out, tuple) else out
+    x = b.cast(a["self"], acc_dtype(var_meta.dtype))
+    dims = a["dim"]
+    count = math.prod(x.shape[d] for d in norm_dims(dims, len(x.shape)))
+    correction = 1 if a["correction"] is None else a["correction"]
+    avg = b.mean(x, dims)
+    centered = b.op("Sub", x, b.broadcast(avg, x.shape))
+    total = b.reduce("Sum", b.op("Mul", centered, centered), dims)
+    var = b.op("Div", total, b.fill(count - correction, total.shape, total.dtype))
+    var = b.reshape(b.cast(var, var_meta.dtype), var_meta.shape)
+    if not isinstance(out, tuple):
+        return var
+    return var, b.reshape(b.cast(avg, out[1].dtype), out[1].shape)
+
+
+def softmax(log: bool):
+    """``softmax`` = Exp(x - max) / Sum, ``log_softmax`` = (x - max) - Log(Sum), both with the max kept so
+    the extractor can re-form a fused row kernel. Half types compute in float32, as ATen does."""
+    def build(b: Builder, a: Args, out: Meta) -> Ref:
+        x = b.cast(a["self"], acc_dtype(out.dtype))
+        dims = [a["dim"]]
+        centered = b.op("Sub", x, b.broadcast(b.reduce("Amax", x, dims), x.shape))
+        exps = b.op("Exp", centered)
+        total = b.broadcast(b.reduce("Sum", exps, dims), x.shape)
+        y = b.op("Sub", centered, b.op("Log", total)) if log else b.op("Div", exps, total)
+        return b.cast(y, out.dtype)
+    return build
+
+
+def layer_norm(b: Builder, a: Args, out: Out):
+    """``native_layer_norm`` -> (normalised output, mean, rstd); mean and rstd keep the normalised dims as
+    size 1, which is the shape ATen returns them in."""
+    y_meta, mean_meta, rstd_meta = out
+    x = b.cast(a["input"], acc_dtype(mean_meta.dtype))
+    dims = list(range(len(x.shape) - len(a["normalized_shape"]), len(x.shape)))
+    avg = b.mean(x, dims)
+    centered = b.op("Sub", x, b.broadcast(avg, x.shape))
+    var = b.mean(b.op("Mul", centered, centered), dims)
+    rstd = b.op("Rsqrt", b.op("Add", var, b.fill(a["eps"], var.shape, var.dtype)))
+    y = b.op("Mul", centered, b.broadcast(rstd, x.shape))
+    if a["weight"] is not None:
+        y = b.op("Mul", y, b.operand(a["weight"], x.shape, x.dtype))
+    if a["bias"] is not None:
+        y = b.op("Add", y, b.operand(a["bias"], x.shape, x.dtype))
+    return (b.cast(y, y_meta.dtype), b.reshape(b.cast(avg, mean_meta.dtype), mean_meta.shape),
+            b.reshape(b.cast(rstd, rstd_meta.dtype), rstd_meta.shape))
+
+
+# ---------------------------------------------------------------------------------------- matmul builders
+
+def matmul(b: Builder, a: Args, out: Meta) -> Ref:
+    """``mm``, ``bmm``, ``matmul``, ``mv``, ``dot``: all one MatMul with torch.matmul semantics."""
+    return b.matmul(*first(a, 2), out)
+
+
+def addmm(b: Builder, a: Args, out: Meta) -> Ref:
+    """``addmm``/``baddbmm``: ``beta * self + alpha * (m1 @ m2)``; with beta 0, self is ignored (as torch)."""
+    bias, m1, m2 = first(a, 3)
+    product = b.scale(b.matmul(m1, m2, out), a["alpha"])
+    if a["beta"] == 0:
+        return product
+    return b.op("Add", product, b.scale(b.operand(bias, out.shape, out.dtype), a["beta"]))
+
+
+def linear(b: Builder, a: Args, out: Meta) -> Ref:
+    """``linear(x, W, bias)`` = x @ W^T (+ bias); only pre-dispatch graphs keep it whole."""
+    w = a["weight"]
+    product = b.matmul(a["input"], b.permute(w, (1, 0)) if len(w.shape) == 2 else w, out)
+    if a["bias"] is None:
+        return product
+    return b.op("Add", product, b.operand(a["bias"], out.shape, out.dtype))
+
+
+# -------------------------------------------------------------------------------------- movement builders
+
+def same_values(b: Builder, a: Args, out: Meta) -> Ref:
+    """Copies, aliases and dtype conversions: the values of the first operand, cast to the result dtype."""
+    return b.cast(first(a)[0], out.dtype)
+
+
+def reshape_to_result(b: Builder, a: Args, out: Meta) -> Ref:
+    """``view``/``reshape``/``squeeze``/``unsqueeze``/``flatten``...: a Reshape to the ATen result shape."""
+    return b.reshape(a["self"], out.shape)
+
+
+def expand(b: Builder, a: Args, out: Meta) -> Ref:
+    return b.broadcast(a["self"], out.shape)
+
+
+def permute(b: Builder, a: Args, out: Meta) -> Ref:
+    x = a["self"]
+    return b.permute(x, [norm_dim(d, len(x.shape)) for d in a["dims"]])
+
+
+def transpose(b: Builder, a: Args, out: Meta) -> Ref:
+    """``transpose(x, d0, d1)`` and ``t(x)`` (dims 0 and 1; identity below rank 2)."""
+    x = a["self"]
+    rank = len(x.shape)
+    if rank < 2:
+        return x
+    perm = list(range(rank))
+    d0, d1 = norm_dim(a.get("dim0", 0), rank), norm_dim(a.get("dim1", 1), rank)
+    perm[d0], perm[d1] = perm[d1], perm[d0]
+    return b.permute(x, perm)
+
+
+def cat(b: Builder, a: Args, out: Meta) -> Ref:
+    """n-ary ``cat`` as a left-nested chain of binary Concats (operands cast to the result dtype)."""
+    dim = norm_dim(a["dim"], len(out.shape))
+    parts = [b.cast(t, out.dtype) for t in a["tensors"]]
+    result = parts[0]
+    for part in parts[1:]:
+        result = b.op("Concat", result, part, attrs=(dim,))
+    return result
+
+
+def split(b: Builder, a: Args, out: tuple) -> tuple:
+    """``split``/``split_with_sizes``/``chunk``/``unbind``: consecutive Slices whose sizes are read from the
+    result metas; ``unbind`` pieces (one dim fewer) get a Reshape that drops the dim."""
+    x = a["self"]
+    dim = norm_dim(a.get("dim", 0), len(x.shape))
+    pieces, start = [], 0
+    for piece in out:
+        size = piece.shape[dim] if len(piece.shape) == len(x.shape) else 1
+        pieces.append(b.reshape(b.slice(x, dim, start, start + size), piece.shape))
+        start += size
+    return tuple(pieces)
+
+
+def slice_(b: Builder, a: Args, out: Meta) -> Ref:
+    """``slice.Tensor`` with step 1; bounds are normalised like Python's (negative, None, clamped)."""
+    x = a["self"]
+    if a["step"] != 1:
+        raise Unsupported("slice with a step")
+    dim = norm_dim(a["dim"], len(x.shape))
+    size = x.shape[dim]
+
+    def bound(v, default):
+        v = default if v is None else v
+        return min(max(v + size if v < 0 else v, 0), size)
+    return b.slice(x, dim, bound(a["start"], 0), bound(a["end"], size))
+
+
+def select(b: Builder, a: Args, out: Meta) -> Ref:
+    """``select(x, dim, i)`` = a one-wide Slice, then a Reshape that drops the dim."""
+    x = a["self"]
+    dim = norm_dim(a["dim"], len(x.shape))
+    index = a["index"] % x.shape[dim]
+    return b.reshape(b.slice(x, dim, index, index + 1), out.shape)
+
+
+def constant(value):
+    """``ones``/``zeros`` and their ``_like``/``new_`` forms: a Fill of the result shape."""
+    return lambda b, a, out: b.fill(value, out.shape, out.dtype)
+
+
+def fill_from(arg: str):
+    """``full``/``full_like``/``new_full``/``scalar_tensor``/``fill``: a Fill with the value of ``arg``."""
+    return lambda b, a, out: b.fill(a[arg], out.shape, out.dtype)
+
+
+# -------------------------------------------------------------------------------------------------- table
+
+BuildFn = Callable[[Builder, Args, Out], Any]
+
+_UNARY = {"neg": "Neg", "exp": "Exp", "log": "Log", "sqrt": "Sqrt", "rsqrt": "Rsqrt", "reciprocal": "Recip",
+          "abs": "Abs", "relu": "Relu", "sigmoid": "Sigmoid", "tanh": "Tanh", "erf": "Erf", "silu": "Silu"}
+_COMPARE = {"eq": "Eq", "ne": "Ne", "lt": "Lt", "le": "Le", "gt": "Gt", "ge": "Ge"}
+
+#: ATen overload (or whole overload packet) -> builder; anything else becomes an Extern
+TABLE: dict[Any, BuildFn] = {
+    **{getattr(aten, op): unary(name) for op, name in _UNARY.items()},
+    aten.gelu: gelu,
+    aten.add.Tensor: add_sub("Add"), aten.add.Scalar: add_sub("Add"),
+    aten.sub.Tensor: add_sub("Sub"), aten.sub.Scalar: add_sub("Sub"),
+    aten.rsub.Tensor: rsub, aten.rsub.Scalar: rsub,
+    aten.mul.Tensor: binary("Mul"), aten.mul.Scalar: binary("Mul"),
+    aten.div.Tensor: binary("Div"), aten.div.Scalar: binary("Div"),
+    aten.pow.Tensor_Scalar: binary("Pow"), aten.pow.Tensor_Tensor: binary("Pow"), aten.pow.Scalar: binary("Pow"),
+    aten.maximum: binary("Maximum"), aten.minimum: binary("Minimum"),
+    aten.max.other: binary("Maximum"), aten.min.other: binary("Minimum"),
+    **{getattr(aten, op): compare(name) for op, name in _COMPARE.items()},
+    aten.logical_and: logical("And"), aten.logical_or: logical("Or"),
+    aten.logical_xor: logical("Ne"), aten.logical_not: logical("Not"),
+    aten.bitwise_and.Tensor: logical("And"), aten.bitwise_or.Tensor: logical("Or"),
+    aten.bitwise_xor.Tensor: logical("Ne"), aten.bitwise_not.default: logical("Not"),
+    aten.clamp.default: clamp, aten.clamp.Tensor: clamp, aten.clamp_min: clamp, aten.clamp_max: clamp,
+    aten.hardtanh.default: hardtanh, aten.leaky_relu.default: leaky_relu,
+    aten.where.self: where, aten.where.ScalarSelf: where, aten.where.ScalarOther: where, aten.where.Scalar: where,
+    aten.masked_fill.Scalar: masked_fill, aten.masked_fill.Tensor: masked_fill,
+    # reductions
+    aten.sum.dim_IntList: reduction("Sum"), aten.sum.default: reduction("Sum"),
+    aten.amax: reduction("Amax"), aten.amin: reduction("Amin"),
+    aten.max.default: reduction("Amax"), aten.min.default: reduction("Amin"),
+    aten.any.dim: any_all("Amax"), aten.any.dims: any_all("Amax"), aten.any.default: any_all("Amax"),
+    aten.all.dim: any_all("Amin"), aten.all.dims: any_all("Amin"), aten.all.default: any_all("Amin"),
+    aten.mean.dim: mean, aten.mean.default: mean,
+    aten.var.correction: var_mean, aten.var_mean.correction: var_mean,
+    aten._softmax: softmax(log=False), aten.softmax.int: softmax(log=False),
+    aten._log_softmax: softmax(log=True), aten.log_softmax.int: softmax(log=True),
+    aten.native_layer_norm: layer_norm,
+    # contractions
+    aten.mm: matmul, aten.bmm: matmul, aten.matmul: matmul, aten.mv: matmul, aten.dot: matmul,
+    aten.addmm.default: addmm, aten.baddbmm.default: addmm, aten.linear: linear,
+    # copies, casts, views and data movement
+    **{op: same_values for op in (aten.clone, aten.alias, aten.detach, aten.contiguous, aten.lift_fresh_copy,
+                                  aten._to_copy, aten.to.dtype, aten.to.dtype_layout,
+                                  torch.ops.prims.convert_element_type)},
+    **{op: reshape_to_result for op in (aten.view.default, aten._unsafe_view, aten.reshape, aten.unsqueeze,
+                                        aten.squeeze, aten.flatten.using_ints, aten.unflatten.int)},
+    aten.expand.default: expand,
+    aten.permute: permute, aten.transpose.int: transpose, aten.t: transpose,
+    aten.cat: cat,
+    aten.split.Tensor: split, aten.split_with_sizes: split, aten.chunk: split, aten.unbind.int: split,
+    aten.slice.Tensor: slice_, aten.select.int: select,
+    # constants
+    aten.ones.default: constant(1), aten.ones_like: constant(1), aten.new_ones: constant(1),
+    aten.zeros.default: constant(0), aten.zeros_like: constant(0), aten.new_zeros: constant(0),
+    aten.full.default: fill_from("fill_value"), aten.full_like: fill_from("fill_value"),
+    aten.new_full: fill_from("fill_value"), aten.scalar_tensor: fill_from("s"),
+    aten.fill.Scalar: fill_from("value"),
+}
+
+#: composites the generic core-ATen decompositions would break up although the IR has them whole
+KEEP_WHOLE = (aten.silu.default, aten.mv.default, aten.dot.default)
+
+
+def lookup(target) -> BuildFn | None:
+    """The builder for an FX call target: by exact overload first, then by its overload packet."""
+    builder = TABLE.get(target)
+    if builder is None and isinstance(target, torch._ops.OpOverload):
+        builder = TABLE.get(target.overloadpacket)
+    return builder
