@@ -139,6 +139,8 @@ def run_node(graph: Graph, node: Node, args: list[torch.Tensor], inputs: dict[st
         return torch.full(node.shape, node.attrs[0], dtype=ops.DTYPES[node.dtype])
     if node.op == "Extern":
         return call_extern(graph.externs[node.attrs[0]], args)[node.attrs[1]]
+    if op.variadic:
+        return op.torch_impl(*args[:op.arity], *node.attrs, list(args[op.arity:]))
     return op.torch_impl(*args, *node.attrs)
 
 

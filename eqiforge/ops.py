@@ -19,10 +19,12 @@ from typing import Callable, Sequence
 
 import torch
 
+from .fused import evaluate
+
 Shape = tuple[int, ...]
 
 #: attribute kinds and the egglog sort that holds them
-ATTR_SORTS = {"str": "String", "f64": "f64", "i64": "i64", "dims": "Dims"}
+ATTR_SORTS = {"str": "String", "f64": "f64", "i64": "i64", "dims": "Dims", "epi": "Epi", "tile": "Tile"}
 
 DTYPES = {
     "float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16,
@@ -49,13 +51,18 @@ class OpDef:
     """One IR op. ``shape(in_shapes, attrs)`` returns the output shape or raises ShapeError."""
 
     name: str
-    kind: str  # leaf | unary | binary | compare | where | cast | movement | matmul | reduce | extern
-    arity: int  # tensor operands; -1 = variadic (Extern)
-    attrs: tuple[str, ...]  # attribute kinds (ATTR_SORTS); egglog puts them after the operands unless attr_first
+    kind: str  # leaf | unary | binary | compare | where | cast | movement | matmul | reduce | extern | kernel
+    arity: int  # fixed tensor operands
+    attrs: tuple[str, ...]  # attribute kinds (ATTR_SORTS)
     shape: Callable[[list[Shape], tuple], Shape]
     torch_impl: Callable | None  # (tensors..., attrs...) -> tensor; None for leaves/externs
     tags: frozenset = field(default_factory=frozenset)
-    attr_first: bool = False  # egglog argument order: attributes before operands (leaves, Fill)
+    variadic: bool = False  # more tensor operands follow, as a vector (extern arguments, kernel extras)
+
+    @property
+    def signature(self) -> tuple[str, ...]:
+        """egglog argument kinds in order: fixed operands ("T"), attributes, then the operand vector."""
+        return ("T",) * self.arity + self.attrs + (("TVec",) if self.variadic else ())
 
     def flops(self, in_shapes: list[Shape], out: Shape) -> float:
         """Floating-point operations of one evaluation (multiply-add = 2)."""
@@ -184,6 +191,68 @@ def gelu_tanh(x):
     return torch.nn.functional.gelu(x, approximate="tanh")
 
 
+# ------------------------------------------------------------------------------------ kernel layer ops
+# Implementation choices that live in the same e-classes as the algebra they implement (rules/fusion.egg,
+# layout.egg, tiling.egg). Their reference implementations give the kernels' exact semantics in PyTorch:
+# the rule tests check them and the torch backend can run them. Signature order: fixed operands,
+# attributes, then the vector of extra inputs (passed as a list).
+
+def _transposed(shape: Shape, layout: str) -> Shape:
+    return shape[:-2] + (shape[-1], shape[-2]) if layout == "T" else shape
+
+
+def _gemm_shape(ins, attrs) -> Shape:
+    layout_a, layout_b = attrs[0], attrs[1]
+    return _matmul([_transposed(ins[0], layout_a), _transposed(ins[1], layout_b)], ())
+
+
+def _pointwise_shape(_ins, attrs) -> Shape:
+    return tuple(attrs[1])
+
+
+ROW_RESULT_KINDS = ("sum", "max", "min")  # one value per row; the other kinds produce whole rows
+
+
+def _row_reduce_shape(ins, attrs) -> Shape:
+    x = ins[0]
+    return x[:-1] + (1,) if attrs[0] in ROW_RESULT_KINDS else x
+
+
+def _result_dtype(expr: tuple, like: torch.Tensor) -> torch.dtype:
+    """A fused kernel stores in its expression's final cast, else in its first operand's dtype."""
+    return DTYPES[expr[1]] if expr[0] == "cast" else like.dtype
+
+
+def gemm_kernel(a, b, layout_a, layout_b, tile, split_k, epilogue, extras):
+    a_ = a.transpose(-1, -2) if layout_a == "T" else a
+    b_ = b.transpose(-1, -2) if layout_b == "T" else b
+    acc = torch.matmul(a_.float(), b_.float())
+    return evaluate(epilogue, acc, extras).to(_result_dtype(epilogue, a))
+
+
+def pointwise_kernel(expr, shape, inputs):
+    return evaluate(expr, None, inputs).expand(tuple(shape)).to(_result_dtype(expr, inputs[0]))
+
+
+def row_reduce_kernel(x, kind, prologue, epilogue, eps, extras):
+    v = evaluate(prologue, None, extras, x)
+    if kind == "sum":
+        acc = v.sum(-1, keepdim=True)
+    elif kind in ("max", "min"):
+        acc = v.amax(-1, keepdim=True) if kind == "max" else v.amin(-1, keepdim=True)
+    elif kind == "softmax":
+        acc = torch.softmax(v, -1)
+    elif kind == "log_softmax":
+        acc = torch.log_softmax(v, -1)
+    elif kind == "layer_norm":
+        acc = torch.nn.functional.layer_norm(v, v.shape[-1:], eps=eps)
+    elif kind == "rms_norm":
+        acc = v * torch.rsqrt(v.square().mean(-1, keepdim=True) + eps)
+    else:
+        raise ValueError(f"unknown row reduction {kind!r}")
+    return evaluate(epilogue, acc, extras).to(_result_dtype(epilogue, x))
+
+
 _U, _B = ("unary", 1), ("binary", 2)
 _EW = frozenset({"elementwise"})
 _TR = frozenset({"elementwise", "transcendental"})
@@ -196,10 +265,9 @@ def _op(name, kind_arity, impl, tags=_EW, attrs=(), shape=_same, **kw) -> OpDef:
 
 OPS: dict[str, OpDef] = {o.name: o for o in [
     # leaves: graph inputs, parameters/constants (foldable), and constant-filled tensors (scalars)
-    OpDef("Input", "leaf", 0, ("str",), _leaf, None, frozenset({"leaf"}), attr_first=True),
-    OpDef("Param", "leaf", 0, ("str",), _leaf, None, frozenset({"leaf", "constant"}), attr_first=True),
-    OpDef("Fill", "leaf", 0, ("f64", "dims", "str"), _fill, None, frozenset({"leaf", "constant"}),
-          attr_first=True),
+    OpDef("Input", "leaf", 0, ("str",), _leaf, None, frozenset({"leaf"})),
+    OpDef("Param", "leaf", 0, ("str",), _leaf, None, frozenset({"leaf", "constant"})),
+    OpDef("Fill", "leaf", 0, ("f64", "dims", "str"), _fill, None, frozenset({"leaf", "constant"})),
     # elementwise unary
     _op("Neg", _U, torch.neg),
     _op("Exp", _U, torch.exp, _TR),
@@ -242,7 +310,14 @@ OPS: dict[str, OpDef] = {o.name: o for o in [
     _op("Amax", ("reduce", 1), amax_keepdim, {"reduction"}, ("dims",), _reduce),
     _op("Amin", ("reduce", 1), amin_keepdim, {"reduction"}, ("dims",), _reduce),
     # a PyTorch call the optimizer does not look into: (key, output index, operands)
-    OpDef("Extern", "extern", -1, ("str", "i64"), _leaf, None, frozenset({"extern"}), attr_first=True),
+    OpDef("Extern", "extern", 0, ("str", "i64"), _leaf, None, frozenset({"extern"}), variadic=True),
+    # kernel layer
+    OpDef("GemmK", "kernel", 2, ("str", "str", "tile", "i64", "epi"), _gemm_shape, gemm_kernel,
+          frozenset({"kernel"}), variadic=True),
+    OpDef("PointwiseK", "kernel", 0, ("epi", "dims"), _pointwise_shape, pointwise_kernel, frozenset({"kernel"}),
+          variadic=True),
+    OpDef("RowReduceK", "kernel", 1, ("str", "epi", "epi", "f64"), _row_reduce_shape, row_reduce_kernel,
+          frozenset({"kernel"}), variadic=True),
 ]}
 
 COMPARE_OPS = frozenset(n for n, o in OPS.items() if o.kind == "compare")
@@ -258,8 +333,8 @@ def get(name: str) -> OpDef:
 def infer_shape(name: str, in_shapes: list[Shape], attrs: tuple) -> Shape:
     """Output shape of ``name`` applied to operands of ``in_shapes``; ShapeError if they do not fit."""
     op = get(name)
-    if op.arity >= 0 and len(in_shapes) != op.arity:
-        raise ShapeError(f"{name} takes {op.arity} operands, got {len(in_shapes)}")
+    if len(in_shapes) < op.arity or (len(in_shapes) > op.arity and not op.variadic):
+        raise ShapeError(f"{name} takes {op.arity}{'+' if op.variadic else ''} operands, got {len(in_shapes)}")
     return op.shape([tuple(s) for s in in_shapes], attrs)
 
 
@@ -273,4 +348,7 @@ def infer_dtype(name: str, in_dtypes: list[str], attrs: tuple) -> str:
         return "bool"
     if name == "Where":
         return in_dtypes[1]
+    expr = {"GemmK": 4, "PointwiseK": 0, "RowReduceK": 2}.get(name)
+    if expr is not None and attrs[expr][0] == "cast":
+        return attrs[expr][1]
     return in_dtypes[0]

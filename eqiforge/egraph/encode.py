@@ -1,7 +1,7 @@
 """Encode an IR graph as egglog commands, through the bindings API (no program text to parse).
 
-Every live node is let-bound (``$n<id>``), so a shared sub-expression is one term however often it is used,
-and the outputs are ``$out<k>``; its ``order`` is its node id. Leaves and externs get their shape and dtype set here; the ``analysis`` rule
+Every live node is let-bound (``$node<id>``), so a shared sub-expression is one term however often it is used,
+and the outputs are ``$output<k>``; its ``order`` is its node id. Leaves and externs get their shape and dtype set here; the ``analysis`` rule
 set derives the rest.
 """
 from __future__ import annotations
@@ -24,7 +24,30 @@ def lit(kind: str, value):
         return eb.Lit(SPAN, eb.Int(int(value)))
     if kind == "dims":
         return eb.Call(SPAN, "vec-of", [eb.Lit(SPAN, eb.Int(int(v))) for v in value])
+    if kind == "epi":
+        return _epi(value)
+    if kind == "tile":
+        return eb.Call(SPAN, "TileCfg", [lit("i64", v) for v in value]) if value else eb.Call(SPAN, "NoTile", [])
     raise ValueError(f"unknown attribute kind {kind!r}")
+
+
+#: Epi tuple heads and their egglog constructors (see eqiforge/fused.py)
+EPI_CONSTRUCTORS = {"acc": "EAcc", "x": "EX", "in": "EIn", "const": "EConst", "un": "EUn", "bin": "EBin",
+                    "cast": "ECast"}
+
+
+def _epi(expr: tuple):
+    args = []
+    for part in expr[1:]:
+        if isinstance(part, tuple):
+            args.append(_epi(part))
+        elif isinstance(part, str):
+            args.append(lit("str", part))
+        elif isinstance(part, float):
+            args.append(lit("f64", part))
+        else:
+            args.append(lit("i64", part))
+    return eb.Call(SPAN, EPI_CONSTRUCTORS[expr[0]], args)
 
 
 def var(name: str):
@@ -32,18 +55,11 @@ def var(name: str):
 
 
 def node_name(i: int) -> str:
-    return f"$n{i}"
+    return f"$node{i}"  # egglog forbids rule variables named like globals (minus the $): keep these unusual
 
 
 def output_name(k: int) -> str:
-    return f"$out{k}"
-
-
-def _tlist(items: list):
-    expr = eb.Call(SPAN, "TNil", [])
-    for item in reversed(items):
-        expr = eb.Call(SPAN, "TCons", [item, expr])
-    return expr
+    return f"$output{k}"
 
 
 def node_expr(graph: Graph, i: int):
@@ -51,10 +67,10 @@ def node_expr(graph: Graph, i: int):
     n = graph.nodes[i]
     op = ops.get(n.op)
     operands = [var(node_name(j)) for j in n.inputs]
-    attrs = [lit(kind, value) for kind, value in zip(op.attrs, n.attrs)]
-    if n.op == "Extern":
-        return eb.Call(SPAN, "Extern", attrs + [_tlist(operands)])
-    return eb.Call(SPAN, n.op, attrs + operands if op.attr_first else operands + attrs)
+    args = operands[:op.arity] + [lit(kind, value) for kind, value in zip(op.attrs, n.attrs)]
+    if op.variadic:
+        args.append(eb.Call(SPAN, "vec-of", operands[op.arity:]))
+    return eb.Call(SPAN, n.op, args)
 
 
 def encode(graph: Graph) -> list:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .. import ops
+from .encode import EPI_CONSTRUCTORS, node_name, output_name
 
 
 @dataclass
@@ -39,7 +40,7 @@ class Snapshot:
         return members
 
 
-def _decoder(egraph, sort: str):
+def _primitive_decoder(egraph, sort: str):
     if sort == "String":
         return egraph.value_to_string
     if sort == "f64":
@@ -51,25 +52,33 @@ def _decoder(egraph, sort: str):
     raise ValueError(f"no decoder for sort {sort}")
 
 
+def _term_decoder(egraph, frozen, sort: str, heads: dict[str, str]):
+    """Decode values of a small term sort (Epi, Tile) into nested tuples ``(head, *args)``."""
+    terms: dict = {}
+    for head, constructor in heads.items():
+        fn = frozen[constructor]
+        for row in fn.rows:
+            terms.setdefault(row.output, (head, fn.input_sorts, row.inputs))
+
+    def decode(v):
+        head, sorts, args = terms[v]
+        return (head,) + tuple(decode(a) if s == sort else _primitive_decoder(egraph, s)(a)
+                               for s, a in zip(sorts, args))
+    return decode
+
+
 def from_egraph(egraph, num_outputs: int, node_ids: list[int]) -> Snapshot:
     """Freeze ``egraph`` (an egglog bindings EGraph) into a Snapshot with deterministic numbering."""
     frozen = egraph.freeze().functions
     shapes, dtypes = {}, {}
-    dims, string = _decoder(egraph, "Dims"), _decoder(egraph, "String")
+    dims, string = _primitive_decoder(egraph, "Dims"), _primitive_decoder(egraph, "String")
     for row in frozen["shape"].rows:
         shapes[row.inputs[0]] = dims(row.output)
     for row in frozen["dtype"].rows:
         dtypes[row.inputs[0]] = string(row.output)
-    # extern operand lists
-    tlists = {row.output: () for row in frozen["TNil"].rows}
-    cons = {row.output: (row.inputs[0], row.inputs[1]) for row in frozen["TCons"].rows}
-
-    def operand_list(v):
-        items = []
-        while v in cons:
-            head, v = cons[v]
-            items.append(head)
-        return items if v in tlists else None
+    epi = _term_decoder(egraph, frozen, "Epi", EPI_CONSTRUCTORS)
+    tile = _term_decoder(egraph, frozen, "Tile", {"none": "NoTile", "tile": "TileCfg"})
+    decoders = {"Epi": epi, "Tile": lambda v: tile(v)[1:]}
 
     snap = Snapshot()
     class_ids: dict = {}
@@ -86,23 +95,19 @@ def from_egraph(egraph, num_outputs: int, node_ids: list[int]) -> Snapshot:
         if fn.is_let_binding or fn.output_sort != "T" or name not in ops.OPS:
             continue
         sorts = fn.input_sorts
-        decode = {i: _decoder(egraph, s) for i, s in enumerate(sorts) if s not in ("T", "TList")}
+        decode = [None if s in ("T", "TVec") else decoders.get(s) or _primitive_decoder(egraph, s) for s in sorts]
         for row in fn.rows:
             if row.subsumed:
                 continue
-            children = []
-            if row.output not in shapes or any(s == "T" and v not in shapes for s, v in zip(sorts, row.inputs)):
-                snap.dropped_nodes += 1
-                continue
-            attrs = []
-            for i, (s, v) in enumerate(zip(sorts, row.inputs)):
+            children, attrs = [], []
+            for s, v, dec in zip(sorts, row.inputs, decode):
                 if s == "T":
                     children.append(v)
-                elif s == "TList":
-                    children.extend(operand_list(v) or [])
+                elif s == "TVec":
+                    children.extend(egraph.value_to_vec(v))
                 else:
-                    attrs.append(decode[i](v))
-            if any(c not in shapes for c in children):
+                    attrs.append(dec(v))
+            if row.output not in shapes or any(c not in shapes for c in children):
                 snap.dropped_nodes += 1
                 continue
             snap.node_op.append(name)
@@ -110,6 +115,6 @@ def from_egraph(egraph, num_outputs: int, node_ids: list[int]) -> Snapshot:
             snap.node_children.append(tuple(class_of(c) for c in children))
             snap.node_class.append(class_of(row.output))
     lets = {name: fn.rows[0].output for name, fn in frozen.items() if fn.is_let_binding and fn.rows}
-    snap.roots = [class_of(lets[f"$out{k}"]) for k in range(num_outputs)]
-    snap.bindings = {i: class_of(lets[f"$n{i}"]) for i in node_ids if f"$n{i}" in lets}
+    snap.roots = [class_of(lets[output_name(k)]) for k in range(num_outputs)]
+    snap.bindings = {i: class_of(lets[node_name(i)]) for i in node_ids if node_name(i) in lets}
     return snap

@@ -83,7 +83,9 @@ def to_graph_module(graph: Graph, input_names: list[str], bound: dict[str, torch
                 args = (env[n.inputs[0]], args[1])
             env[i] = g.call_function(SCALAR_BINARY[n.op], args)
         else:
-            env[i] = g.call_function(op.torch_impl, tuple(env[j] for j in n.inputs) + tuple(n.attrs))
+            operands = [env[j] for j in n.inputs]
+            extras = (operands[op.arity:],) if op.variadic else ()
+            env[i] = g.call_function(op.torch_impl, tuple(operands[:op.arity]) + tuple(n.attrs) + extras)
     outs = [env[o] for o in graph.outputs]
     g.output(tuple(outs))
     for node in list(g.nodes):  # Fill nodes replaced by scalars everywhere are dead

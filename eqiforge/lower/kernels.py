@@ -1,0 +1,97 @@
+"""Kernel specifications: what one generated kernel computes, independent of how it is rendered.
+
+The kernel layer of the e-graph (GemmK, PointwiseK, RowReduceK nodes) is read back into these plain
+records; the Triton templates render them; the cost prior prices them. Tensor operands are referred to by
+position; their shapes and dtypes travel with the spec so that a template needs nothing else.
+
+Fused expressions (``Epi``) are nested tuples, evaluated elementwise over the kernel's output tile:
+    ("acc",)                      the GEMM accumulator or the reduction's result
+    ("x",)                        the row-reduction kernel's current input element (prologue only)
+    ("in", i)                     extra input i, broadcast to the output shape
+    ("const", value)              a scalar
+    ("un", name, e)               name in UNARY
+    ("bin", name, e1, e2)         name in BINARY
+    ("cast", dtype, e)            a dtype name of eqiforge.ops.DTYPES
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+UNARY = ("neg", "exp", "log", "sqrt", "rsqrt", "recip", "abs", "relu", "sigmoid", "tanh", "erf", "gelu",
+         "gelu_tanh", "silu")
+BINARY = ("add", "sub", "mul", "div", "pow", "maximum", "minimum")
+REDUCE_KINDS = ("sum", "max", "min", "softmax", "log_softmax", "layer_norm", "rms_norm")
+
+ACC = ("acc",)
+
+
+@dataclass(frozen=True)
+class Operand:
+    """A tensor a kernel reads or writes: its (logical) shape and dtype. Strides are taken at run time."""
+
+    shape: tuple[int, ...]
+    dtype: str
+
+
+@dataclass(frozen=True)
+class Tile:
+    block_m: int
+    block_n: int
+    block_k: int
+    group_m: int = 8
+    num_warps: int = 4
+    num_stages: int = 3
+
+
+@dataclass(frozen=True)
+class GemmSpec:
+    """out[..., m, n] = epilogue(sum_k A[..., m, k] * B[..., k, n]) over equal batch dims.
+
+    ``a_transposed`` means operand A is given as a tensor of shape [..., K, M] and read transposed in place
+    (likewise ``b_transposed``: B given as [..., N, K]); ``a.shape``/``b.shape`` are the given shapes.
+    ``split_k`` > 1 splits the K loop across programs and sums the partial results (deterministically).
+    Extra inputs have the output's rank and broadcast along their size-1 dims.
+    """
+
+    a: Operand
+    b: Operand
+    out: Operand
+    a_transposed: bool = False
+    b_transposed: bool = False
+    tile: Tile = Tile(64, 64, 32)
+    split_k: int = 1
+    epilogue: tuple = ACC
+    extras: tuple[Operand, ...] = ()
+
+
+@dataclass(frozen=True)
+class PointwiseSpec:
+    """out = expr(inputs...) elementwise; inputs have the output's rank and broadcast along size-1 dims."""
+
+    inputs: tuple[Operand, ...]
+    out: Operand
+    expr: tuple
+    block: int = 1024
+
+
+@dataclass(frozen=True)
+class RowReduceSpec:
+    """A reduction over the LAST dim of ``x`` (all other dims are rows), with fused prologue and epilogue.
+
+    prologue: an Epi over ("x",) and extras (broadcast to x's shape) applied to each element before reducing.
+    kind: sum | max | min produce one value per row (out shape: x's with last dim 1);
+          softmax | log_softmax | layer_norm | rms_norm produce a full row (out shape: x's shape);
+          layer_norm/rms_norm take optional weight/bias as extras named by ``weight``/``bias`` (extra index).
+    epilogue: an Epi over ("acc",) (the kernel's result element) and extras, broadcast to the out shape.
+    """
+
+    kind: str
+    x: Operand
+    out: Operand
+    prologue: tuple = ("x",)
+    epilogue: tuple = ACC
+    extras: tuple[Operand, ...] = ()
+    eps: float = 1e-5
+    weight: int | None = None
+    bias: int | None = None
+    block: int = 1024
