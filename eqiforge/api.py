@@ -23,7 +23,7 @@ BACKENDS = ("torch",)
 class Options:
     """Everything a user can set; validated once, here."""
 
-    rules: tuple[str, ...] | None = None  # rule-set names; None = all
+    rules: tuple[str, ...] | None = None  # rule-set names; None = every set of the backend's layers
     backend: str = "torch"
     limits: sat.Limits = field(default_factory=sat.Limits)
     extractor: str = "auto"  # auto | greedy | ilp (auto: ilp on e-graphs up to 20k e-nodes)
@@ -52,8 +52,10 @@ def optimize(fn, example_inputs, **options) -> OptimizedModule:
 def optimize_graph(graph, input_names, out_spec, opts: Options, timer: StageTimer, bound=None) -> OptimizedModule:
     """The stages after capture, shared by ``optimize`` and the torch.compile backend. ``bound`` maps graph
     inputs that are not call arguments (live parameters) to their tensors."""
-    model = cost.get_cost_model(opts.cost_model, opts.device)
-    names = [rs.name for rs in sat.rulesets.select(None if opts.rules is None else list(opts.rules))]
+    kernels = opts.backend == "triton"
+    model = cost.get_cost_model(opts.cost_model, opts.device, kernels=kernels)
+    layers = ("algebra", "kernel") if kernels else ("algebra",)
+    names = [rs.name for rs in sat.rulesets.select(None if opts.rules is None else list(opts.rules), layers)]
     with _progress(opts.progress) as on_step, timer("saturate"):
         snap, saturation = sat.saturate(graph, names, opts.limits, on_step=on_step)
     with timer("extract"):

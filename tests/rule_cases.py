@@ -276,3 +276,129 @@ def _normalised_product(rng):
     a, w, r = b.x("a", m, k), b.x("w", k, n), b.x("pos_r", m, 1)
     er = b.op("Expand", r, attrs=[(m, k)])
     return b.out(b.op("MatMul", b.op("Div", a, er), w), b.op("MatMul", b.op("Mul", a, er), w)), ["softmax"]
+
+
+# ------------------------------------------------------------------------------- kernel layer: fusion
+KERNEL_SETS = ["fusion", "layout", "tiling"]
+UNARY_OPS = ["Neg", "Exp", "Log", "Sqrt", "Rsqrt", "Recip", "Abs", "Relu", "Sigmoid", "Tanh", "Erf", "Gelu",
+             "GeluTanh", "Silu"]
+BINARY_OPS = ["Add", "Sub", "Mul", "Div", "Pow", "Maximum", "Minimum"]
+_EPI = {"Neg": "neg", "Exp": "exp", "Log": "log", "Sqrt": "sqrt", "Rsqrt": "rsqrt", "Recip": "recip",
+        "Abs": "abs", "Relu": "relu", "Sigmoid": "sigmoid", "Tanh": "tanh", "Erf": "erf", "Gelu": "gelu",
+        "GeluTanh": "gelu_tanh", "Silu": "silu", "Add": "add", "Sub": "sub", "Mul": "mul", "Div": "div",
+        "Pow": "pow", "Maximum": "maximum", "Minimum": "minimum"}
+
+
+@case(*[f"pointwise-{_EPI[o]}" for o in UNARY_OPS + BINARY_OPS],
+      *[f"pointwise-{_EPI[o]}-scalar" for o in BINARY_OPS], "pointwise-cast")
+def _one_op_kernels(rng):
+    b = B(rng)
+    shape = (b.dim(), b.dim())
+    x, p = b.x("x", *shape), b.x("pos_p", *shape)
+    outs = [b.op(o, p) for o in UNARY_OPS]
+    outs += [b.op(o, p, x) for o in BINARY_OPS]
+    outs += [b.op(o, p, b.fill(1.5, p)) for o in BINARY_OPS]
+    outs.append(b.op("Cast", x, attrs=["float32"]))
+    return b.out(*outs), ["fusion"]
+
+
+@case("inline-pointwise-0", "inline-pointwise-1", "inline-pointwise-2", "inline-pointwise-3",
+      "pointwise-broadcast-read-0", "pointwise-broadcast-read-1", "pointwise-broadcast-read-2",
+      "pointwise-broadcast-read-3")
+def _pointwise_chains(rng):
+    b = B(rng)
+    m, n = b.dim(), b.dim()
+    x, y, z = b.x("x", m, n), b.x("y", m, n), b.x("z", m, n)
+    bias = b.op("Expand", b.x("bias", 1, n), attrs=[(m, n)])
+    deep = b.op("Add", b.op("Exp", b.op("Relu", b.op("Neg", b.op("Mul", z, b.fill(0.5, z))))), y)   # slots 0, 2, 3
+    swapped = b.op("Sub", y, b.op("Tanh", x))                                                          # slot 1
+    cast = b.op("Cast", b.op("Exp", b.op("Cast", b.op("Mul", x, b.fill(0.25, x)), attrs=["float32"])),
+                attrs=["float32"])
+    broadcast = [b.op("Add", bias, x), b.op("Add", x, bias),
+                 b.op("Add", b.op("Exp", bias), y), b.op("Add", b.op("Exp", b.op("Relu", bias)), y)]
+    return b.out(deep, swapped, cast, *broadcast), ["fusion"]
+
+
+@case("gemm-from-matmul", "gemm-epilogue-0", "gemm-epilogue-1", "gemm-epilogue-2", "gemm-epilogue-3")
+def _gemm_epilogues(rng):
+    b = B(rng)
+    m, k, n = b.dim(), b.dim(), b.dim()
+    a, w, y = b.x("a", m, k), b.x("w", k, n), b.x("y", m, n)
+    g = b.op("MatMul", a, w)
+    outs = [b.op("Relu", g), b.op("Add", y, g), b.op("Add", b.op("Exp", g), y),
+            b.op("Add", b.op("Exp", b.op("Relu", g)), y)]
+    return b.out(*outs), ["fusion"]
+
+
+@case("row-sum", "row-max", "row-min", "reduction-prologue", "reduction-epilogue-0", "reduction-epilogue-1",
+      "reduction-epilogue-2", "reduction-epilogue-3")
+def _row_reductions(rng):
+    b = B(rng)
+    m, n = b.dim(), b.dim()
+    x, small = b.x("x", m, n), b.x("small", m, 1)
+    s = b.op("Sum", x, attrs=[(1,)])
+    outs = [b.op("Mul", s, b.fill(2.0, s)), b.op("Add", small, s), b.op("Add", b.op("Exp", s), small),
+            b.op("Add", b.op("Exp", b.op("Relu", s)), small), b.op("Sum", b.op("Exp", x), attrs=[(1,)]),
+            b.op("Amax", x, attrs=[(1,)]), b.op("Amin", x, attrs=[(1,)])]
+    return b.out(*outs), ["fusion"]
+
+
+def _softmax_parts(b, x, shape):
+    last = (len(shape) - 1,)
+    c = b.op("Sub", x, b.op("Expand", b.op("Amax", x, attrs=[last]), attrs=[shape]))
+    return c, last
+
+
+@case("softmax-kernel", "log-softmax-kernel")
+def _softmaxes(rng):
+    b = B(rng)
+    shape = (2, b.dim(), b.dim())
+    x = b.x("x", *shape)
+    c, last = _softmax_parts(b, x, shape)
+    e = b.op("Exp", c)
+    soft = b.op("Div", e, b.op("Expand", b.op("Sum", e, attrs=[last]), attrs=[shape]))
+    logsoft = b.op("Sub", c, b.op("Expand", b.op("Log", b.op("Sum", e, attrs=[last])), attrs=[shape]))
+    return b.out(soft, logsoft), ["fusion"]
+
+
+@case("layer-norm-kernel", "rms-norm-kernel", "rms-norm-kernel-square")
+def _norms(rng):
+    b = B(rng)
+    m, n = b.dim(), b.dim()
+    x = b.x("x", m, n)
+    row = (m, 1)
+    inv, eps = b.g.fill(1.0 / n, row, F32), b.g.fill(1e-5, row, F32)
+
+    def mean(t):
+        return b.op("Mul", b.op("Sum", t, attrs=[(1,)]), inv)
+
+    def scale_rows(t, sq):
+        return b.op("Mul", t, b.op("Expand", b.op("Rsqrt", b.op("Add", mean(sq), eps)), attrs=[(m, n)]))
+    c = b.op("Sub", x, b.op("Expand", mean(x), attrs=[(m, n)]))
+    layer = scale_rows(c, b.op("Mul", c, c))
+    rms = scale_rows(x, b.op("Pow", x, b.fill(2.0, x)))
+    rms_square = scale_rows(x, b.op("Mul", x, x))
+    return b.out(layer, rms, rms_square), ["fusion"]
+
+
+@case("gemm-read-a-transposed-2", "gemm-read-b-transposed-2", "gemm-read-a-transposed-3",
+      "gemm-read-b-transposed-3", "gemm-read-a-transposed-4", "gemm-read-b-transposed-4")
+def _transposed_operands(rng):
+    b = B(rng)
+    m, k, n = b.dim(), b.dim(), b.dim()
+    outs = []
+    for batch, swap in (((), (1, 0)), ((2,), (0, 2, 1)), ((2, 3), (0, 1, 3, 2))):
+        at, bt = b.x(f"at{len(batch)}", *batch, k, m), b.x(f"bt{len(batch)}", *batch, n, k)
+        outs.append(b.op("MatMul", b.op("Permute", at, attrs=[swap]), b.op("Permute", bt, attrs=[swap])))
+    return b.out(*outs), ["fusion", "layout"]
+
+
+@case("tile-128x128", "tile-128x64", "tile-64x128", "tile-64x64", "tile-32x32", "tile-16x16", "split-k",
+      "split-k-b-transposed")
+def _tiles(rng):
+    b = B(rng)
+    big = b.op("MatMul", b.x("a", 70 + b.dim(), 8), b.x("w", 8, 80 + b.dim()))
+    k = 1024 + b.dim()
+    skinny = b.op("MatMul", b.x("s", 8, k), b.x("t", k, 16))
+    skinny_t = b.op("MatMul", b.x("u", 8, k), b.op("Permute", b.x("v", 16, k), attrs=[(1, 0)]))
+    return b.out(big, skinny, skinny_t), KERNEL_SETS

@@ -13,7 +13,7 @@ from eqiforge.egraph import snapshot as snapshot_mod
 from eqiforge.ir import Graph, Node, run_node
 
 
-def saturate_in_process(graph: Graph, rulesets: list[str], iterations: int = 3):
+def saturate_in_process(graph: Graph, rulesets: list[str], iterations: int = 8):
     limits = sat.Limits(iterations=iterations, enodes=20_000, seconds=30.0)
     egraph, report = sat.run(graph, rulesets, limits)
     snap = snapshot_mod.from_egraph(egraph, len(graph.outputs), graph.live_nodes())

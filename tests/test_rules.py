@@ -1,6 +1,7 @@
 """Every rewrite rule is checked numerically: its case program is saturated with the rule's rule set, the
 rule must fire, and every e-node of the e-graph must evaluate to its e-class's value on random tensors of
 random shapes (tests/rulecheck.py). A rule without a case fails the suite."""
+import functools
 import random
 
 import pytest
@@ -28,16 +29,22 @@ def test_every_rule_has_a_case():
     assert not missing, f"rules without a numerical test case in tests/rule_cases.py: {missing}"
 
 
+@functools.lru_cache(maxsize=None)
+def saturate_case(case, seed):
+    """(rule sets, matches per rule, soundness problems) of one case program; shared by its rules."""
+    graph, sets = case(random.Random(f"{case.__name__}/{seed}"))
+    snap, report = saturate_in_process(graph, sets)
+    return sets, report.matches_per_rule(), check_sound(graph, snap, random_inputs(graph, seed))
+
+
 @pytest.mark.parametrize("rule,ruleset", ALL_RULES, ids=[r for r, _ in ALL_RULES])
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_rule_is_sound(rule, ruleset, seed):
     if rule not in CASES:
         pytest.fail(f"no case for {rule}")
-    graph, sets = CASES[rule](random.Random(f"{rule}/{seed}"))
+    sets, matches, problems = saturate_case(CASES[rule], seed)
     assert ruleset in sets
-    snap, report = saturate_in_process(graph, sets)
-    assert report.matches_per_rule().get(rule, 0) > 0, f"{rule} did not fire on its case"
-    problems = check_sound(graph, snap, random_inputs(graph, seed))
+    assert matches.get(rule, 0) > 0, f"{rule} did not fire on its case"
     assert not problems, "\n".join(problems[:10])
 
 

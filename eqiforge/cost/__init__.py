@@ -2,6 +2,7 @@
 
 A cost model has ``name`` and ``predict(list[NodeFeatures]) -> np.ndarray`` of seconds.
 """
+from ..errors import EqiforgeError
 from .devices import DEVICES, Device, get_device
 from .features import NodeFeatures, constant_classes, node_features, snapshot_features
 from .roofline import RooflinePrior
@@ -10,10 +11,9 @@ __all__ = ["DEVICES", "Device", "get_device", "NodeFeatures", "constant_classes"
            "snapshot_features", "RooflinePrior", "get_cost_model"]
 
 
-def get_cost_model(name: str = "roofline", device=None):
-    """The cost model called ``name`` for ``device``."""
-    from ..errors import EqiforgeError
+def get_cost_model(name: str = "roofline", device=None, kernels: bool = False):
+    """The cost model called ``name`` for ``device``; ``kernels``: price the kernel layer (triton backend)."""
     if name == "roofline":
-        return RooflinePrior(device)
+        return RooflinePrior(device, kernels)
     raise EqiforgeError(f"unknown cost model {name!r}; available: ['roofline'] (the learned model needs "
                         "profiling data, see issue 5)")

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .. import ops
+from .. import fused, ops
 
 
 @dataclass(frozen=True)
@@ -21,19 +21,49 @@ class NodeFeatures:
     bytes: float  # DRAM traffic if the node runs as its own kernel: operands read once, output written once
     is_view: bool
     folded: bool  # computed once at optimization time from constants (costs nothing at run time)
+    attrs: tuple = ()  # the op's attributes (kernel nodes: layouts, tile, split-K, fused expressions)
 
     @property
     def intensity(self) -> float:
         return self.flops / self.bytes if self.bytes else 0.0
 
 
-def node_features(op_name: str, in_shapes, in_dtypes, out_shape, dtype: str, folded: bool = False) -> NodeFeatures:
+def node_features(op_name: str, in_shapes, in_dtypes, out_shape, dtype: str, folded: bool = False,
+                  attrs: tuple = ()) -> NodeFeatures:
     op = ops.get(op_name)
     in_shapes = tuple(tuple(s) for s in in_shapes)
-    traffic = sum(ops.numel(s) * ops.dtype_size(d) for s, d in zip(in_shapes, in_dtypes))
-    traffic += ops.numel(out_shape) * ops.dtype_size(dtype)
-    return NodeFeatures(op_name, op.kind, in_shapes, tuple(out_shape), dtype, op.flops(list(in_shapes), out_shape),
-                        float(traffic), op.is_view(), folded)
+    read = [ops.numel(s) * ops.dtype_size(d) for s, d in zip(in_shapes, in_dtypes)]
+    flops = op.flops(list(in_shapes), out_shape)
+    if op.kind == "kernel":
+        read, flops = _kernel_work(op_name, in_shapes, read, out_shape, attrs)
+    traffic = sum(read) + ops.numel(out_shape) * ops.dtype_size(dtype)
+    return NodeFeatures(op_name, op.kind, in_shapes, tuple(out_shape), dtype, flops, float(traffic), op.is_view(),
+                        folded, tuple(attrs))
+
+
+def _kernel_work(op_name, in_shapes, read, out_shape, attrs):
+    """(bytes read per operand, FLOPs) of a kernel node: inputs its expressions do not use are not read."""
+    out = ops.numel(out_shape)
+    if op_name == "GemmK":
+        layout_a, _, _, _, epilogue = attrs
+        k = in_shapes[0][-2] if layout_a == "T" else in_shapes[0][-1]
+        used = {0, 1} | {2 + i for i in fused.inputs_used(epilogue)}
+        flops = 2.0 * out * k + out * fused.flops_per_element(epilogue)
+    elif op_name == "PointwiseK":
+        expr = attrs[0]
+        used = fused.inputs_used(expr)
+        flops = out * fused.flops_per_element(expr)
+    else:  # RowReduceK
+        _, prologue, epilogue, _ = attrs
+        used = {1 + i for i in fused.inputs_used(prologue) | fused.inputs_used(epilogue)}
+        used |= {0} if _reads_x(prologue) else set()
+        x = ops.numel(in_shapes[0])
+        flops = x * (4.0 + fused.flops_per_element(prologue)) + out * fused.flops_per_element(epilogue)
+    return [r if i in used else 0 for i, r in enumerate(read)], flops
+
+
+def _reads_x(expr: tuple) -> bool:
+    return expr[0] == "x" or any(_reads_x(e) for e in expr[1:] if isinstance(e, tuple))
 
 
 def constant_classes(snap) -> list[bool]:
@@ -61,5 +91,5 @@ def snapshot_features(snap, fold_constants: bool) -> list[NodeFeatures]:
         c = snap.node_class[n]
         folded = const[c] and all(const[k] for k in kids) and not ops.get(op).is_view()
         feats.append(node_features(op, [snap.class_shape[k] for k in kids], [snap.class_dtype[k] for k in kids],
-                                   snap.class_shape[c], snap.class_dtype[c], folded))
+                                   snap.class_shape[c], snap.class_dtype[c], folded, snap.node_attrs[n]))
     return feats

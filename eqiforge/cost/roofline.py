@@ -18,10 +18,16 @@ TILE = 128
 
 
 class RooflinePrior:
-    """Cost model interface: ``predict(features) -> seconds`` (numpy array), plus a name for reports."""
+    """Cost model interface: ``predict(features) -> seconds`` (numpy array), plus a name for reports.
 
-    def __init__(self, device: str | Device | None = None):
+    With ``kernels`` (the triton backend) kernel-layer nodes are priced as generated kernels and the
+    remaining algebra ops as PyTorch calls (one kernel each plus host dispatch); without it (the torch
+    backend) kernel-layer nodes are never chosen.
+    """
+
+    def __init__(self, device: str | Device | None = None, kernels: bool = False):
         self.device = get_device(device)
+        self.kernels = kernels
         self.name = f"roofline prior ({self.device.name})"
 
     def predict(self, batch: list[NodeFeatures]) -> np.ndarray:
@@ -33,18 +39,41 @@ class RooflinePrior:
             return 0.0
         if f.is_view:
             return dev.view_us * 1e-6
+        if f.kind == "kernel" and not self.kernels:
+            return math.inf
         memory = f.bytes / (dev.mem_bw_gbs * 1e9)
+        if f.op == "GemmK":
+            return self._gemm_kernel_seconds(f, memory)
         if f.kind == "matmul":
-            compute = self._matmul_seconds(f)
+            compute = self._matmul_seconds(f, f.in_shapes[0][-1], (TILE, TILE, 32, 3), 1)
         else:
             compute = f.flops / (dev.vector_tflops * 1e12)
-        return dev.launch_us * 1e-6 + max(compute, memory)
+        host = dev.view_us * 1e-6 if self.kernels and f.kind != "kernel" else 0.0  # PyTorch dispatch
+        return dev.launch_us * 1e-6 + max(compute, memory) + host
 
-    def _matmul_seconds(self, f: NodeFeatures) -> float:
+    def _gemm_kernel_seconds(self, f: NodeFeatures, memory: float) -> float:
+        layout_a, _, tile, split_k, _ = f.attrs
+        if not tile:
+            return math.inf  # not yet tiled: not executable
+        block_m, block_n, block_k, _, _, stages = tile
+        smem = stages * (block_m + block_n) * block_k * ops.dtype_size(f.dtype)
+        if smem > self.device.smem_per_sm_kib * 1024:
+            return math.inf
+        k = f.in_shapes[0][-2] if layout_a == "T" else f.in_shapes[0][-1]
+        compute = self._matmul_seconds(f, k, (block_m, block_n, block_k, stages), split_k)
+        partials = 2.0 * split_k * ops.numel(f.out_shape) * 4 if split_k > 1 else 0.0
+        launches = 2 if split_k > 1 else 1
+        memory += partials / (self.device.mem_bw_gbs * 1e9)
+        return launches * self.device.launch_us * 1e-6 + max(compute, memory)
+
+    def _matmul_seconds(self, f: NodeFeatures, k: int, tile: tuple, split_k: int) -> float:
+        """Wave-quantised compute time: every wave of tiles costs a full tile; small tiles run the tensor
+        cores less efficiently (efficiency ~ sqrt of the tile area relative to 128x128)."""
         *batch, m, n = f.out_shape
-        k = f.in_shapes[0][-1]
-        tiles = ops.numel(batch) * math.ceil(m / TILE) * math.ceil(n / TILE)
+        block_m, block_n = tile[0], tile[1]
+        tiles = ops.numel(batch) * math.ceil(m / block_m) * math.ceil(n / block_n) * split_k
         waves = math.ceil(tiles / self.device.sms)
-        per_sm = self.device.matmul_peak(f.dtype) / self.device.sms
-        tile_flops = 2.0 * min(m, TILE) * min(n, TILE) * k
+        efficiency = min(1.0, (block_m * block_n) / (TILE * TILE)) ** 0.5
+        per_sm = self.device.matmul_peak(f.dtype) * efficiency / self.device.sms
+        tile_flops = 2.0 * min(m, block_m) * min(n, block_n) * math.ceil(k / split_k)
         return waves * tile_flops / per_sm

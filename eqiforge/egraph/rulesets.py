@@ -7,6 +7,7 @@ error, a missing name or a ``:ruleset`` naming another set is reported with the 
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -33,12 +34,16 @@ def rules_dir() -> Path:
     raise EqiforgeError(f"cannot find the rules folder (looked in {', '.join(map(str, candidates))})")
 
 
+LAYERS = ("algebra", "kernel")
+
+
 @dataclass(frozen=True)
 class RuleSet:
     name: str
     path: Path
     rule_names: tuple[str, ...]
     commands: tuple  # parsed egglog commands, ruleset assigned
+    layer: str = "algebra"  # a header line "; layer: kernel" marks the kernel layer (layouts, tiles, fusion)
 
 
 def _parse(path: Path) -> list:
@@ -77,7 +82,11 @@ def load_ruleset(path: Path) -> RuleSet:
             raise EqiforgeError(f"rule file {path.name}: rule name {rule_name!r} is used twice")
         names.append(rule_name)
         commands.append(new)
-    return RuleSet(name, path, tuple(names), tuple([eb.AddRuleset(SPAN, name)] + commands))
+    layer = re.search(r"^; layer: (\w+)", path.read_text(), re.M)
+    layer = layer.group(1) if layer else "algebra"
+    if layer not in LAYERS:
+        raise EqiforgeError(f"rule file {path.name}: unknown layer {layer!r}; use one of {LAYERS}")
+    return RuleSet(name, path, tuple(names), tuple([eb.AddRuleset(SPAN, name)] + commands), layer)
 
 
 @lru_cache(maxsize=8)
@@ -96,11 +105,12 @@ def available() -> dict[str, RuleSet]:
     return dict(_load_dir(rules_dir())[1])
 
 
-def select(names: list[str] | None) -> list[RuleSet]:
-    """The rule sets called ``names`` (all when None), or a clear error listing the known names."""
+def select(names: list[str] | None, layers: tuple[str, ...] = LAYERS) -> list[RuleSet]:
+    """The rule sets called ``names`` (when None: all of the given layers), or a clear error listing the
+    known names."""
     sets = available()
     if names is None:
-        return list(sets.values())
+        return [rs for rs in sets.values() if rs.layer in layers]
     if isinstance(names, str):
         names = [names]
     unknown = [n for n in names if n not in sets]

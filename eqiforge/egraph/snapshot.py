@@ -67,6 +67,19 @@ def _term_decoder(egraph, frozen, sort: str, heads: dict[str, str]):
     return decode
 
 
+def _arguments(egraph, sorts, values, decode):
+    """(child e-class values, decoded attributes) of one e-node row."""
+    children, attrs = [], []
+    for s, v, dec in zip(sorts, values, decode):
+        if s == "T":
+            children.append(v)
+        elif s == "TVec":
+            children.extend(egraph.value_to_vec(v))
+        else:
+            attrs.append(dec(v))
+    return children, attrs
+
+
 def from_egraph(egraph, num_outputs: int, node_ids: list[int]) -> Snapshot:
     """Freeze ``egraph`` (an egglog bindings EGraph) into a Snapshot with deterministic numbering."""
     frozen = egraph.freeze().functions
@@ -99,15 +112,11 @@ def from_egraph(egraph, num_outputs: int, node_ids: list[int]) -> Snapshot:
         for row in fn.rows:
             if row.subsumed:
                 continue
-            children, attrs = [], []
-            for s, v, dec in zip(sorts, row.inputs, decode):
-                if s == "T":
-                    children.append(v)
-                elif s == "TVec":
-                    children.extend(egraph.value_to_vec(v))
-                else:
-                    attrs.append(dec(v))
-            if row.output not in shapes or any(c not in shapes for c in children):
+            try:
+                children, attrs = _arguments(egraph, sorts, row.inputs, decode)
+            except KeyError:  # a fused expression still being rewritten (Subst/Shift not yet resolved)
+                children = None
+            if children is None or row.output not in shapes or any(c not in shapes for c in children):
                 snap.dropped_nodes += 1
                 continue
             snap.node_op.append(name)
