@@ -358,10 +358,10 @@ def _softmaxes(rng):
     e = b.op("Exp", c)
     soft = b.op("Div", e, b.op("Expand", b.op("Sum", e, attrs=[last]), attrs=[shape]))
     logsoft = b.op("Sub", c, b.op("Expand", b.op("Log", b.op("Sum", e, attrs=[last])), attrs=[shape]))
-    return b.out(soft, logsoft), ["fusion"]
+    return b.out(soft, logsoft), ["composite"]
 
 
-@case("layer-norm-kernel", "rms-norm-kernel", "rms-norm-kernel-square")
+@case("layer-norm-kernel", "rms-norm-kernel", "rms-norm-kernel-square", "norm-affine", "norm-scale")
 def _norms(rng):
     b = B(rng)
     m, n = b.dim(), b.dim()
@@ -378,7 +378,18 @@ def _norms(rng):
     layer = scale_rows(c, b.op("Mul", c, c))
     rms = scale_rows(x, b.op("Pow", x, b.fill(2.0, x)))
     rms_square = scale_rows(x, b.op("Mul", x, x))
-    return b.out(layer, rms, rms_square), ["fusion"]
+    w = b.op("Expand", b.x("w", 1, n), attrs=[(m, n)])
+    shift = b.op("Expand", b.x("shift", 1, n), attrs=[(m, n)])
+    affine = b.op("Add", b.op("Mul", layer, w), shift)
+    return b.out(affine, b.op("Mul", rms, w), rms_square), ["composite"]
+
+
+@case("addmm")
+def _bias_product(rng):
+    b = B(rng)
+    m, k, n = b.dim(), b.dim(), b.dim()
+    bias = b.op("Expand", b.x("bias", 1, n), attrs=[(m, n)])
+    return b.out(b.op("Add", b.op("MatMul", b.x("a", m, k), b.x("w", k, n)), bias)), ["composite"]
 
 
 @case("gemm-read-a-transposed-2", "gemm-read-b-transposed-2", "gemm-read-a-transposed-3",
@@ -402,3 +413,40 @@ def _tiles(rng):
     skinny = b.op("MatMul", b.x("s", 8, k), b.x("t", k, 16))
     skinny_t = b.op("MatMul", b.x("u", 8, k), b.op("Permute", b.x("v", 16, k), attrs=[(1, 0)]))
     return b.out(big, skinny, skinny_t), KERNEL_SETS
+
+
+# ------------------------------------------------------------------------------------- concat, regrouping
+@case("slice-of-slice", "slice-whole", "concat-adjacent-slices")
+def _slices(rng):
+    b = B(rng)
+    m, n = b.dim(), b.dim(4, 9)
+    x = b.x("x", m, n)
+    cut = rng.randint(1, n - 1)
+    halves = b.op("Concat", b.op("Slice", x, attrs=[1, 0, cut]), b.op("Slice", x, attrs=[1, cut, n]), attrs=[1])
+    inner = b.op("Slice", b.op("Slice", x, attrs=[1, 1, n]), attrs=[1, 1, n - 1])
+    return b.out(b.op("Exp", halves), inner), ["concat"]
+
+
+@case("add-out-of-concat", "expand-out-of-concat")
+def _concat_of_biased(rng):
+    b = B(rng)
+    m, n1, n2 = b.dim(), b.dim(), b.dim()
+    biased = [b.op("Add", b.x(f"y{i}", m, n), b.op("Expand", b.x(f"b{i}", 1, n), attrs=[(m, n)]))
+              for i, n in enumerate((n1, n2))]
+    return b.out(b.op("Concat", *biased, attrs=[1])), ["concat"]
+
+
+@case("expand-out-of-matmul")
+def _broadcast_row_product(rng):
+    b = B(rng)
+    m, k, n = b.dim(), b.dim(), b.dim()
+    rows = b.op("Expand", b.x("row", 2, 1, k), attrs=[(2, m, k)])
+    return b.out(b.op("MatMul", rows, b.x("w", 2, k, n))), ["broadcast"]
+
+
+@case("add-interchange")
+def _sum_of_sums(rng):
+    b = B(rng)
+    shape = (b.dim(), b.dim())
+    a, c, d, e = (b.x(name, *shape) for name in "acde")
+    return b.out(b.op("Add", b.op("Add", a, c), b.op("Add", d, e))), ["distributive"]

@@ -10,7 +10,7 @@ import math
 
 import numpy as np
 
-from .. import ops
+from .. import native, ops
 from .devices import Device, get_device
 from .features import NodeFeatures
 
@@ -39,7 +39,7 @@ class RooflinePrior:
             return 0.0
         if f.is_view:
             return dev.view_us * 1e-6
-        if f.kind == "kernel" and not self.kernels:
+        if f.kind == "kernel" and not self.kernels and not native.is_native(f.op, f.attrs, f.in_shapes):
             return math.inf
         memory = f.bytes / (dev.mem_bw_gbs * 1e9)
         if f.op == "GemmK":
@@ -53,8 +53,9 @@ class RooflinePrior:
 
     def _gemm_kernel_seconds(self, f: NodeFeatures, memory: float) -> float:
         layout_a, _, tile, split_k, _ = f.attrs
-        if not tile:
-            return math.inf  # not yet tiled: not executable
+        if not tile and self.kernels:
+            return math.inf  # not yet tiled: not executable as a generated kernel
+        tile = tile or (TILE, TILE, 32, 8, 4, 3)  # a native PyTorch matmul: its library picks good tiles
         block_m, block_n, block_k, _, _, stages = tile
         smem = stages * (block_m + block_n) * block_k * ops.dtype_size(f.dtype)
         if smem > self.device.smem_per_sm_kib * 1024:

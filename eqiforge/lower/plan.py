@@ -46,7 +46,8 @@ def price(graph: Graph, cost_model) -> dict[int, float]:
     for i in live:
         n = graph.nodes[i]
         kids = [graph.nodes[j] for j in n.inputs]
-        feats.append(node_features(n.op, [k.shape for k in kids], [k.dtype for k in kids], n.shape, n.dtype))
+        feats.append(node_features(n.op, [k.shape for k in kids], [k.dtype for k in kids], n.shape, n.dtype,
+                                   attrs=n.attrs))
     return dict(zip(live, cost_model.predict(feats).tolist()))
 
 

@@ -1,6 +1,7 @@
 """The torch backend: a Plan becomes an FX GraphModule of PyTorch calls that runs anywhere.
 
-Each IR node becomes one call to its op-table implementation; parameters become buffers of the module;
+Each IR node becomes one call to its op-table implementation (re-formed composites: their native PyTorch
+op, see eqiforge/native.py); parameters become buffers of the module;
 scalar ``Fill`` operands of arithmetic become Python numbers (no tensor is materialised); each extern runs
 once through a small submodule and its outputs are taken by index.
 """
@@ -11,7 +12,7 @@ import operator
 import torch
 import torch.fx as fx
 
-from .. import ops
+from .. import native, ops
 from ..ir import ExternCall, Graph, call_extern
 
 #: binary ops that accept a Python scalar on either side
@@ -85,7 +86,9 @@ def to_graph_module(graph: Graph, input_names: list[str], bound: dict[str, torch
         else:
             operands = [env[j] for j in n.inputs]
             extras = (operands[op.arity:],) if op.variadic else ()
-            env[i] = g.call_function(op.torch_impl, tuple(operands[:op.arity]) + tuple(n.attrs) + extras)
+            shapes = [graph.nodes[j].shape for j in n.inputs]
+            impl = native.CALLS[n.op] if native.is_native(n.op, n.attrs, shapes) else op.torch_impl
+            env[i] = g.call_function(impl, tuple(operands[:op.arity]) + tuple(n.attrs) + extras)
     outs = [env[o] for o in graph.outputs]
     g.output(tuple(outs))
     for node in list(g.nodes):  # Fill nodes replaced by scalars everywhere are dead

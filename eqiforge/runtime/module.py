@@ -20,19 +20,30 @@ class OptimizedModule(torch.nn.Module):
         super().__init__()
         self.graph_module = graph_module
         self.input_specs = input_specs  # (name, shape, dtype) per flattened tensor input
+        self._expected = [(torch.Size(shape), ops.DTYPES[dtype]) for _, shape, dtype in input_specs]
         self.out_spec = out_spec
+        self._single_output = out_spec is not None and out_spec.is_leaf()
         self.plan = plan
         self.report = report
 
     def forward(self, *args, **kwargs):
-        flat = [a for a in pytree.tree_leaves((args, kwargs)) if isinstance(a, torch.Tensor)]
-        self._check(flat)
-        outs = self.graph_module(*flat)
+        # fast path (the common call: positional tensors) keeps the wrapper's cost to a few microseconds
+        if kwargs or not all(isinstance(a, torch.Tensor) for a in args):
+            args = [a for a in pytree.tree_leaves((args, kwargs)) if isinstance(a, torch.Tensor)]
+        self._check(args)
+        outs = self.graph_module(*args)
+        if self._single_output:
+            return outs[0]
         return pytree.tree_unflatten(list(outs), self.out_spec) if self.out_spec is not None else outs
 
-    def _check(self, flat: list[torch.Tensor]) -> None:
-        if len(flat) != len(self.input_specs):
-            raise EqiforgeError(f"expected {len(self.input_specs)} tensor inputs, got {len(flat)}")
+    def _check(self, flat) -> None:
+        if len(flat) != len(self._expected):
+            raise EqiforgeError(f"expected {len(self._expected)} tensor inputs, got {len(flat)}")
+        for t, (shape, dtype) in zip(flat, self._expected):
+            if t.shape != shape or t.dtype != dtype:
+                self._mismatch(flat)
+
+    def _mismatch(self, flat) -> None:
         for t, (name, shape, dtype) in zip(flat, self.input_specs):
             if tuple(t.shape) != shape or ops.DTYPE_NAMES.get(t.dtype) != dtype:
                 raise EqiforgeError(

@@ -1,0 +1,64 @@
+"""Kernel-layer nodes that PyTorch runs as one native call, and those calls.
+
+The torch backend cannot fuse, but a re-formed composite (rules/composite.egg) is one PyTorch op:
+a layer norm with its affine, a softmax, addmm. The cost prior prices exactly these kernel nodes for the
+torch backend (the rest are never chosen there) and the torch lowering calls them.
+"""
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+ACC = ("acc",)
+BIAS = ("bin", "add", ACC, ("in", 0))  # acc + bias
+SCALE = ("bin", "mul", ACC, ("in", 0))  # x_hat * w
+AFFINE = ("bin", "add", SCALE, ("in", 1))  # x_hat * w + b
+NORMS = ("layer_norm", "rms_norm")
+
+
+def _is_row(shape, n: int) -> bool:
+    """A parameter row [1, ..., 1, n], as the frontend shapes norm weights and biases."""
+    return shape[-1] == n and all(d == 1 for d in shape[:-1])
+
+
+def is_native(op: str, attrs: tuple, in_shapes) -> bool:
+    if op == "RowReduceK":
+        kind, prologue, epilogue, _ = attrs
+        if prologue != ("x",):
+            return False
+        n = in_shapes[0][-1]
+        return epilogue == ACC or (kind in NORMS and epilogue in (SCALE, AFFINE)
+                                   and all(_is_row(s, n) for s in in_shapes[1:]))
+    if op == "GemmK":
+        _, layout_b, tile, split_k, epilogue = attrs
+        if tile or split_k != 1:
+            return False
+        n = in_shapes[1][-1] if layout_b == "N" else in_shapes[1][-2]
+        return epilogue == ACC or (epilogue == BIAS and len(in_shapes[0]) == 2 and _is_row(in_shapes[2], n))
+    return False
+
+
+def row_reduce(x, kind, prologue, epilogue, eps, extras):
+    """A native row reduction (see is_native for what it accepts)."""
+    n = x.shape[-1]
+    weight = extras[0].reshape(n) if extras else None
+    bias = extras[1].reshape(n) if len(extras) > 1 else None
+    if kind == "layer_norm":
+        return F.layer_norm(x, (n,), weight, bias, eps)
+    if kind == "rms_norm":
+        return F.rms_norm(x, (n,), weight, eps)
+    if kind == "softmax":
+        return torch.softmax(x, -1)
+    if kind == "log_softmax":
+        return torch.log_softmax(x, -1)
+    return {"sum": torch.sum, "max": torch.amax, "min": torch.amin}[kind](x, -1, keepdim=True)
+
+
+def gemm(a, b, layout_a, layout_b, tile, split_k, epilogue, extras):
+    """matmul, or addmm for a 2-d product with a bias row."""
+    a = a.mT if layout_a == "T" else a
+    b = b.mT if layout_b == "T" else b
+    return torch.addmm(extras[0], a, b) if epilogue == BIAS else torch.matmul(a, b)
+
+
+CALLS = {"RowReduceK": row_reduce, "GemmK": gemm}
