@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from . import cost, frontend
 from .egraph import saturate as sat
 from .errors import EqiforgeError
-from .extract import extract
+from .extract import Extraction, extract
 from .lower.plan import build_plan, price
 from .lower.torch_fx import to_graph_module
 from .report import Report, StageTimer
@@ -72,7 +72,9 @@ def optimize_graph(graph, input_names, out_spec, opts: Options, timer: StageTime
         ops_before=graph.op_counts(), ops_after=plan.graph.op_counts(), folded_constants=plan.folded)
     specs = [(name, graph.nodes[i].shape, graph.nodes[i].dtype)
              for name in input_names for i in [_input_node(graph, name)]]
-    return OptimizedModule(gm, specs, out_spec, plan, report)
+    optimized = OptimizedModule(gm, specs, out_spec, plan, report)
+    optimized.extraction = Extraction(snap, list(node_cost), selection)
+    return optimized
 
 
 def _input_node(graph, name: str) -> int:

@@ -1,4 +1,4 @@
-"""``eqiforge`` on the command line: optimize a program, list rule sets and examples."""
+"""``eqiforge`` on the command line: optimize a program, list rule sets and examples; plot, ablate, draw."""
 from __future__ import annotations
 
 import argparse
@@ -7,6 +7,7 @@ import sys
 import torch
 
 from .errors import EqiforgeError
+from .viz.commands import add_commands
 
 
 def _optimize(args) -> int:
@@ -75,6 +76,7 @@ def parser() -> argparse.ArgumentParser:
     o.set_defaults(run=_optimize)
     sub.add_parser("rules", help="list rule sets and their rules").set_defaults(run=_rules)
     sub.add_parser("examples", help="list built-in examples").set_defaults(run=_examples)
+    add_commands(sub)  # growth, ablate, draw
     return p
 
 

@@ -70,6 +70,7 @@ def test_pyproject_ships_every_package_and_the_rules():
     import tomllib
     pyproject = tomllib.loads((PACKAGE.parent / "pyproject.toml").read_text())
     listed = set(pyproject["tool"]["setuptools"]["packages"])
-    present = {"eqiforge"} | {f"eqiforge.{p.parent.name}" for p in PACKAGE.glob("*/__init__.py")}
+    present = {"eqiforge"} | {"eqiforge." + ".".join(p.parent.relative_to(PACKAGE).parts)
+                              for p in PACKAGE.rglob("*/__init__.py")}
     assert present | {"eqiforge._rules"} == listed
     assert pyproject["tool"]["setuptools"]["package-dir"] == {"eqiforge._rules": "rules"}

@@ -5,6 +5,6 @@ Cost is DAG cost (a shared sub-term is paid once), with per-e-node costs from th
 extractor, ``ilp`` the exact one (HiGHS under a time limit), ``api`` the ``extract`` entry point.
 """
 from .api import METHODS, extract
-from .dag import Selection
+from .dag import Extraction, Selection
 
-__all__ = ["METHODS", "Selection", "extract"]
+__all__ = ["METHODS", "Extraction", "Selection", "extract"]

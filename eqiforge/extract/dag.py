@@ -30,6 +30,16 @@ class Selection:
     seconds: float  # wall time the extraction took
 
 
+@dataclass
+class Extraction:
+    """Everything extraction saw and chose: the e-graph, each e-node's price, the choice (kept on the
+    optimized module for drawings and analysis)."""
+
+    snapshot: Snapshot
+    node_cost: list[float]
+    selection: Selection
+
+
 def child_classes(snap: Snapshot) -> list[tuple[int, ...]]:
     """Each e-node's distinct child classes, sorted: a node reading one class twice needs it once."""
     return [tuple(sorted(set(children))) for children in snap.node_children]

@@ -1,0 +1,115 @@
+"""The ``eqiforge growth``, ``eqiforge ablate`` and ``eqiforge draw`` sub-commands.
+
+Registered by ``eqiforge.cli``; the heavy imports (torch, matplotlib, egglog) happen when a command runs,
+so listing rules or examples stays fast.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+
+def add_commands(sub) -> None:
+    """Add the three sub-commands to ``sub`` (the CLI's sub-parsers)."""
+    from .ablate import MODES
+    g = _program_parser(sub, "growth", "plot how the e-graph grew during saturation (PNG or SVG)")
+    g.add_argument("--out", required=True, help="picture to write: growth.png or growth.svg")
+    g.set_defaults(run=_growth)
+    a = _program_parser(sub, "ablate", "optimize over rule-set combinations; write a table, CSV and chart")
+    a.add_argument("--mode", default="leave-one-out", choices=MODES,
+                   help="all: every set together; leave-one-out (default): all, then all but one for each set; "
+                        "each: none, then each set alone; subsets: all 2^n subsets (n <= 6)")
+    a.add_argument("--out", required=True, help="folder for ablation.md, ablation.csv and ablation.png")
+    a.add_argument("--jobs", type=int, default=2, help="worker processes (default 2)")
+    a.add_argument("--measure", action="store_true", default=None,
+                   help="also time each optimized module on this machine's device (median of --repeats calls); "
+                        "default: only where CUDA is available")
+    a.add_argument("--repeats", type=int, default=20, help="timed calls per combination with --measure")
+    a.set_defaults(run=_ablate)
+    d = _program_parser(sub, "draw", "draw the e-graph (extracted e-nodes highlighted) or the chosen plan")
+    d.add_argument("--what", default="egraph", choices=["egraph", "plan"], help="egraph (default) or plan")
+    d.add_argument("--out", required=True, help="picture to write: .png or .svg")
+    d.add_argument("--max-nodes", type=int, default=None,
+                   help="draw a summary beyond this many nodes (default: 150 e-nodes, 80 plan nodes)")
+    d.set_defaults(run=_draw)
+
+
+def _program_parser(sub, name: str, help_text: str) -> argparse.ArgumentParser:
+    """A sub-parser taking a program (file or --example), rule sets, saturation limits and the options of
+    ``eqiforge optimize`` that change what is optimized (backend, device, extractor)."""
+    from ..egraph.saturate import Limits
+    p = sub.add_parser(name, help=help_text, description=help_text)
+    p.add_argument("target", nargs="?", help="path.py (Model + get_inputs) or path.py:factory")
+    p.add_argument("--example", help="a built-in example instead of a file (see `eqiforge examples`)")
+    p.add_argument("--rules", help="comma-separated rule sets (default: all; see `eqiforge rules`)")
+    p.add_argument("--iterations", type=int, default=Limits.iterations, help="saturation iteration limit")
+    p.add_argument("--enodes", type=int, default=Limits.enodes, help="saturation e-node limit")
+    p.add_argument("--seconds", type=float, default=Limits.seconds, help="saturation time limit (s)")
+    p.add_argument("--backend", default="torch", help="backend whose rule sets and prices apply (default torch)")
+    p.add_argument("--device", default=None, help="device the cost model prices for (default H100)")
+    p.add_argument("--extractor", default="auto", help="auto (default), greedy or ilp")
+    return p
+
+
+def _program(args):
+    """(callable, example inputs, display name, optimize options) from the common arguments."""
+    from .. import targets
+    from ..egraph.saturate import Limits
+    fn, inputs = targets.load_target(args.target, args.example)
+    name = args.example or Path(args.target.partition(":")[0]).name
+    options = {"limits": Limits(iterations=args.iterations, enodes=args.enodes, seconds=args.seconds),
+               "backend": args.backend, "device": args.device, "extractor": args.extractor}
+    return fn, inputs, name, options
+
+
+def _rules(args):
+    return args.rules.split(",") if args.rules else None
+
+
+def _growth(args) -> int:
+    from .. import api
+    from .figures import check_path
+    from .growth import plot_growth
+    out = check_path(args.out)  # before the work, not after
+    fn, inputs, name, options = _program(args)
+    opt = api.optimize(fn, inputs, rules=_rules(args), progress=True, **options)
+    plot_growth(opt.report, out, title=name)
+    r = opt.report
+    print(f"wrote {out}: {r.enodes} e-nodes, {r.eclasses} e-classes after {r.iterations} iterations; "
+          f"stopped because {r.stop_reason}")
+    return 0
+
+
+def _ablate(args) -> int:
+    from .ablate import ablate
+    fn, inputs, name, options = _program(args)
+    started = time.perf_counter()
+    table = ablate(fn, inputs, rules=_rules(args), mode=args.mode, jobs=args.jobs, measure=args.measure,
+                   repeats=args.repeats, progress=True, name=name, **options)
+    paths = table.save(args.out)
+    print(table.to_markdown())
+    print(f"{len(table.rows)} runs in {time.perf_counter() - started:.1f} s; wrote "
+          f"{', '.join(str(p) for p in paths.values())}", file=sys.stderr)
+    return 0
+
+
+def _draw(args) -> int:
+    from .. import api
+    from .egraph_drawing import draw_egraph
+    from .figures import check_path
+    from .plan_drawing import draw_plan
+    from .trace import trace_egraph
+    out = check_path(args.out)
+    fn, inputs, name, options = _program(args)
+    limit = {} if args.max_nodes is None else {"max_nodes": args.max_nodes}
+    if args.what == "egraph":
+        drawing = draw_egraph(trace_egraph(fn, inputs, rules=_rules(args), **options), out, title=name, **limit)
+    else:
+        plan = api.optimize(fn, inputs, rules=_rules(args), **options).plan
+        drawing = draw_plan(plan, out, title=name, **limit)
+    if drawing.summarised:
+        print(f"note: {drawing.message}")
+    print(f"wrote {out}")
+    return 0
