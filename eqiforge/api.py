@@ -12,11 +12,13 @@ from .egraph import saturate as sat
 from .errors import EqiforgeError
 from .extract import Extraction, extract
 from .lower.plan import build_plan, price
+from .lower.codegen import generate
 from .lower.torch_fx import to_graph_module
 from .report import Report, StageTimer
 from .runtime import OptimizedModule
+from .runtime.generated import GeneratedPlan
 
-BACKENDS = ("torch",)
+BACKENDS = ("torch", "triton")
 
 
 @dataclass(frozen=True)
@@ -63,18 +65,30 @@ def optimize_graph(graph, input_names, out_spec, opts: Options, timer: StageTime
         selection = extract(snap, node_cost, method=opts.extractor)
     with timer("lower"):
         plan = build_plan(snap, selection.choice, graph, model, opts.fold_constants)
-        gm = to_graph_module(plan.graph, input_names, bound)
+        runner, source, notes = _lower(plan, input_names, bound, opts.backend)
     report = Report(
         rulesets=names,
         saturation=saturation, stage_seconds=timer.seconds,
         predicted_before=sum(price(graph, model).values()), predicted_after=plan.predicted_seconds,
         extraction_method=selection.method, extraction_cost=selection.cost, cost_model=model.name,
-        ops_before=graph.op_counts(), ops_after=plan.graph.op_counts(), folded_constants=plan.folded)
+        ops_before=graph.op_counts(), ops_after=plan.graph.op_counts(), folded_constants=plan.folded,
+        lowering_notes=notes)
     specs = [(name, graph.nodes[i].shape, graph.nodes[i].dtype)
              for name in input_names for i in [_input_node(graph, name)]]
-    optimized = OptimizedModule(gm, specs, out_spec, plan, report)
+    optimized = OptimizedModule(runner, source, specs, out_spec, plan, report)
     optimized.extraction = Extraction(snap, list(node_cost), selection)
     return optimized
+
+
+def _lower(plan, input_names, bound, backend):
+    """(runner, its source, notes for the report) for the chosen backend."""
+    if backend == "torch":
+        gm = to_graph_module(plan.graph, input_names, bound)
+        return gm, gm.code, []
+    generated = generate(plan, input_names, bound=list(bound or {}))
+    params = {**plan.graph.params, **(bound or {})}
+    notes = [f"{k} runs in PyTorch: {why}" for k, why in generated.fallbacks.items()]
+    return GeneratedPlan(generated, params, "eqiforge_plan"), generated.source, notes
 
 
 def _input_node(graph, name: str) -> int:

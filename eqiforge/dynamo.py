@@ -38,7 +38,7 @@ def _forward_compiler(opts: api.Options):
             warnings.warn(f"eqiforge: running this graph unoptimized: {err}", stacklevel=2)
             return _run_unchanged(gm, example_inputs)
         REPORTS.append(optimized.report)
-        return make_boxed_func(optimized.graph_module.forward)
+        return make_boxed_func(optimized.runner.forward)
     return compile_forward
 
 

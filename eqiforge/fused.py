@@ -65,6 +65,21 @@ def inputs_used(expr: tuple) -> set[int]:
     return set().union(*(inputs_used(e) for e in expr[1:] if isinstance(e, tuple)))
 
 
+def renumber(expr: tuple, mapping: dict[int, int]) -> tuple:
+    """``expr`` with input i read as input mapping[i]."""
+    if expr[0] == "in":
+        return ("in", mapping[expr[1]])
+    return tuple(renumber(p, mapping) if isinstance(p, tuple) else p for p in expr)
+
+
+def drop_unread(exprs: list[tuple], num_inputs: int) -> tuple[list[tuple], list[int]]:
+    """(expressions renumbered, kept input positions): inputs no expression reads are dropped. Fusion
+    leaves the slot of an inlined producer unread; dropping it keeps that producer from being computed."""
+    kept = sorted(set().union(*(inputs_used(e) for e in exprs)) & set(range(num_inputs)))
+    mapping = {old: new for new, old in enumerate(kept)}
+    return [renumber(e, mapping) for e in exprs], kept
+
+
 def format_expr(expr: tuple) -> str:
     """Readable infix form, for plans and kernel headers."""
     head = expr[0]

@@ -22,6 +22,7 @@ class Report:
     ops_before: dict[str, int] = field(default_factory=dict)
     ops_after: dict[str, int] = field(default_factory=dict)
     folded_constants: int = 0
+    lowering_notes: list[str] = field(default_factory=list)  # e.g. kernels that fell back to PyTorch
 
     # the saturation's headline numbers, at the top level for convenience
     @property
@@ -71,6 +72,8 @@ class Report:
             ("constants folded", str(self.folded_constants)),
             ("seconds per stage", ", ".join(f"{k} {v:.2f}" for k, v in self.stage_seconds.items())),
         ]
+        if self.lowering_notes:
+            rows.append(("lowering", "; ".join(self.lowering_notes)))
         top = list(self.matches_per_rule().items())[:5]
         if top:
             rows.append(("top rules (matches)", ", ".join(f"{r} {n}" for r, n in top)))

@@ -74,3 +74,15 @@ def test_pyproject_ships_every_package_and_the_rules():
                               for p in PACKAGE.rglob("*/__init__.py")}
     assert present | {"eqiforge._rules"} == listed
     assert pyproject["tool"]["setuptools"]["package-dir"] == {"eqiforge._rules": "rules"}
+
+
+def test_every_algebra_op_has_a_pytorch_rendering_for_generated_code():
+    from eqiforge.ir import Node
+    from eqiforge.lower.codegen import torch_call
+    samples = {"dims": (0,), "str": "float32", "i64": 0, "f64": 1.0}
+    for name, op in ops.OPS.items():
+        if op.kind in ("leaf", "extern", "kernel"):
+            continue  # rendered by the module generator itself
+        attrs = (0, 0, 1) if name == "Slice" else tuple(samples[a] for a in op.attrs)
+        node = Node(name, tuple(range(op.arity)), attrs, (1,), "float32")
+        assert torch_call(node, [f"a{i}" for i in range(op.arity)]).count("(") >= 1, name

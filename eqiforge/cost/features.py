@@ -42,24 +42,19 @@ def node_features(op_name: str, in_shapes, in_dtypes, out_shape, dtype: str, fol
 
 
 def _kernel_work(op_name, in_shapes, read, out_shape, attrs):
-    """(bytes read per operand, FLOPs) of a kernel node: inputs its expressions do not use are not read."""
+    """(bytes read per operand, FLOPs) of a kernel node. A row reduction whose prologue never reads x
+    (it computes from its extra inputs) takes x only for its shape."""
     out = ops.numel(out_shape)
     if op_name == "GemmK":
         layout_a, _, _, _, epilogue = attrs
         k = in_shapes[0][-2] if layout_a == "T" else in_shapes[0][-1]
-        used = {0, 1} | {2 + i for i in fused.inputs_used(epilogue)}
-        flops = 2.0 * out * k + out * fused.flops_per_element(epilogue)
-    elif op_name == "PointwiseK":
-        expr = attrs[0]
-        used = fused.inputs_used(expr)
-        flops = out * fused.flops_per_element(expr)
-    else:  # RowReduceK
-        _, prologue, epilogue, _ = attrs
-        used = {1 + i for i in fused.inputs_used(prologue) | fused.inputs_used(epilogue)}
-        used |= {0} if _reads_x(prologue) else set()
-        x = ops.numel(in_shapes[0])
-        flops = x * (4.0 + fused.flops_per_element(prologue)) + out * fused.flops_per_element(epilogue)
-    return [r if i in used else 0 for i, r in enumerate(read)], flops
+        return read, 2.0 * out * k + out * fused.flops_per_element(epilogue)
+    if op_name == "PointwiseK":
+        return read, out * fused.flops_per_element(attrs[0])
+    _, prologue, epilogue, _ = attrs
+    x = ops.numel(in_shapes[0])
+    flops = x * (4.0 + fused.flops_per_element(prologue)) + out * fused.flops_per_element(epilogue)
+    return ([read[0] if _reads_x(prologue) else 0] + read[1:]), flops
 
 
 def _reads_x(expr: tuple) -> bool:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .. import ops
+from .. import fused, ops
 from .encode import EPI_CONSTRUCTORS, node_name, output_name
 
 
@@ -80,6 +80,15 @@ def _arguments(egraph, sorts, values, decode):
     return children, attrs
 
 
+def _drop_unread_inputs(op, children: list, attrs: list):
+    """A kernel's extra inputs that its fused expressions do not read are not its children."""
+    where = [k for k, kind in enumerate(op.attrs) if kind == "epi"]
+    exprs, kept = fused.drop_unread([attrs[k] for k in where], len(children) - op.arity)
+    for k, expr in zip(where, exprs):
+        attrs[k] = expr
+    return children[:op.arity] + [children[op.arity + i] for i in kept], attrs
+
+
 def from_egraph(egraph, num_outputs: int, node_ids: list[int]) -> Snapshot:
     """Freeze ``egraph`` (an egglog bindings EGraph) into a Snapshot with deterministic numbering."""
     frozen = egraph.freeze().functions
@@ -107,6 +116,7 @@ def from_egraph(egraph, num_outputs: int, node_ids: list[int]) -> Snapshot:
         fn = frozen[name]
         if fn.is_let_binding or fn.output_sort != "T" or name not in ops.OPS:
             continue
+        op = ops.OPS[name]
         sorts = fn.input_sorts
         decode = [None if s in ("T", "TVec") else decoders.get(s) or _primitive_decoder(egraph, s) for s in sorts]
         for row in fn.rows:
@@ -116,6 +126,8 @@ def from_egraph(egraph, num_outputs: int, node_ids: list[int]) -> Snapshot:
                 children, attrs = _arguments(egraph, sorts, row.inputs, decode)
             except KeyError:  # a fused expression still being rewritten (Subst/Shift not yet resolved)
                 children = None
+            if children is not None and op.kind == "kernel":
+                children, attrs = _drop_unread_inputs(op, children, attrs)
             if children is None or row.output not in shapes or any(c not in shapes for c in children):
                 snap.dropped_nodes += 1
                 continue

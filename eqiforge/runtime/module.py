@@ -14,11 +14,16 @@ from ..errors import EqiforgeError
 
 
 class OptimizedModule(torch.nn.Module):
-    """Callable like the original; ``plan``, ``report`` and ``graph_module`` show what it runs."""
+    """Callable like the original; ``plan``, ``report`` and ``source`` show what it runs.
 
-    def __init__(self, graph_module, input_specs: list[tuple[str, tuple, str]], out_spec, plan, report):
+    ``runner`` is the lowered plan: an FX GraphModule (torch backend) or a GeneratedPlan (triton backend),
+    called with the flat input tensors and returning a tuple of outputs.
+    """
+
+    def __init__(self, runner, source: str, input_specs: list[tuple[str, tuple, str]], out_spec, plan, report):
         super().__init__()
-        self.graph_module = graph_module
+        self.runner = runner
+        self.source = source  # the generated code of the lowered plan
         self.input_specs = input_specs  # (name, shape, dtype) per flattened tensor input
         self._expected = [(torch.Size(shape), ops.DTYPES[dtype]) for _, shape, dtype in input_specs]
         self.out_spec = out_spec
@@ -31,7 +36,7 @@ class OptimizedModule(torch.nn.Module):
         if kwargs or not all(isinstance(a, torch.Tensor) for a in args):
             args = [a for a in pytree.tree_leaves((args, kwargs)) if isinstance(a, torch.Tensor)]
         self._check(args)
-        outs = self.graph_module(*args)
+        outs = self.runner(*args)
         if self._single_output:
             return outs[0]
         return pytree.tree_unflatten(list(outs), self.out_spec) if self.out_spec is not None else outs
@@ -51,8 +56,3 @@ class OptimizedModule(torch.nn.Module):
                     f"optimized for {dtype}{list(shape)}; shapes are static per optimization: call "
                     f"eqiforge.optimize again with example inputs of the new shape (torch.compile recompiles "
                     f"by itself)")
-
-    @property
-    def source(self) -> str:
-        """The generated Python code of the lowered plan."""
-        return self.graph_module.code

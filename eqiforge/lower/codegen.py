@@ -1,0 +1,258 @@
+"""The triton backend: a Plan becomes one readable Python module of Triton kernels and torch glue.
+
+The module imports only torch and triton, so a plan optimized here runs (and is timed) on a machine without
+EqiForge. It defines one launcher per kernel node and ``forward(<inputs>, params)``: kernel nodes run their
+generated Triton kernel; views, re-formed composites and remaining algebra ops run as PyTorch calls; externs
+as the ATen calls they were. A kernel the templates cannot render runs as PyTorch code computing the same
+fused expression (reported as a fallback).
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+import torch
+
+from .. import fused, ops
+from ..ir import ExternCall, Graph, TensorArg
+from . import kernels as K
+from .plan import Plan
+from .triton import PRELUDE, UnsupportedSpec, render
+
+UNARY_TORCH = {"Neg": "torch.neg", "Exp": "torch.exp", "Log": "torch.log", "Sqrt": "torch.sqrt",
+               "Rsqrt": "torch.rsqrt", "Recip": "torch.reciprocal", "Abs": "torch.abs", "Relu": "torch.relu",
+               "Sigmoid": "torch.sigmoid", "Tanh": "torch.tanh", "Erf": "torch.erf",
+               "Gelu": "torch.nn.functional.gelu", "Silu": "torch.nn.functional.silu", "Not": "torch.logical_not"}
+BINARY_TORCH = {"Add": "torch.add", "Sub": "torch.sub", "Mul": "torch.mul", "Div": "torch.div", "Pow": "torch.pow",
+                "Maximum": "torch.maximum", "Minimum": "torch.minimum", "Eq": "torch.eq", "Ne": "torch.ne",
+                "Lt": "torch.lt", "Le": "torch.le", "Gt": "torch.gt", "Ge": "torch.ge", "And": "torch.logical_and",
+                "Or": "torch.logical_or", "MatMul": "torch.matmul"}
+EPI_UNARY_TORCH = {"neg": "torch.neg", "exp": "torch.exp", "log": "torch.log", "sqrt": "torch.sqrt",
+                   "rsqrt": "torch.rsqrt", "recip": "torch.reciprocal", "abs": "torch.abs", "relu": "torch.relu",
+                   "sigmoid": "torch.sigmoid", "tanh": "torch.tanh", "erf": "torch.erf",
+                   "gelu": "torch.nn.functional.gelu", "silu": "torch.nn.functional.silu"}
+
+
+class ExportError(ValueError):
+    """A plan that cannot be written as a standalone module (an extern call with unprintable arguments)."""
+
+
+@dataclass
+class GeneratedModule:
+    source: str
+    param_names: dict[str, str]  # module parameter key -> plan parameter name
+    kernels: list[str] = field(default_factory=list)  # launcher names, in order
+    fallbacks: dict[str, str] = field(default_factory=dict)  # kernel -> why it runs in PyTorch
+    externs: dict[str, ExternCall] = field(default_factory=dict)  # key -> call, for unprintable externs
+
+
+def dtype_src(dtype: str) -> str:
+    return f"torch.{dtype}"
+
+
+def _ident(name: str) -> str:
+    ident = re.sub(r"\W", "_", name)
+    return ident if ident and not ident[0].isdigit() else f"v_{ident}"
+
+
+# ----------------------------------------------------------------------------------------- kernel specs
+
+def kernel_spec(graph: Graph, i: int):
+    """(spec, operand node ids in launcher order) of kernel node ``i`` (its inputs are all read: the
+    snapshot drops inputs that fused expressions do not read)."""
+    n = graph.nodes[i]
+    operand = lambda j: K.Operand(graph.nodes[j].shape, graph.nodes[j].dtype)  # noqa: E731
+    out = K.Operand(n.shape, n.dtype)
+    if n.op == "GemmK":
+        layout_a, layout_b, tile, split_k, epilogue = n.attrs
+        spec = K.GemmSpec(operand(n.inputs[0]), operand(n.inputs[1]), out, layout_a == "T", layout_b == "T",
+                          K.Tile(*tile), split_k, epilogue, tuple(operand(j) for j in n.inputs[2:]))
+    elif n.op == "PointwiseK":
+        spec = K.PointwiseSpec(tuple(operand(j) for j in n.inputs), out, n.attrs[0])
+    else:
+        kind, prologue, epilogue, eps = n.attrs
+        spec = K.RowReduceSpec(kind, operand(n.inputs[0]), out, prologue, epilogue,
+                               tuple(operand(j) for j in n.inputs[1:]), eps)
+    return spec, list(n.inputs)
+
+
+def describe(graph: Graph, i: int, seconds: float) -> str:
+    """The kernel header: what it computes, which rule sets shaped it, its predicted time."""
+    n = graph.nodes[i]
+    rules = ["fusion"]
+    if n.op == "GemmK":
+        layout_a, layout_b, tile, split_k, epilogue = n.attrs
+        what = f"GEMM {graph.nodes[n.inputs[0]].shape} x {graph.nodes[n.inputs[1]].shape} -> {n.shape}, " \
+               f"epilogue {fused.format_expr(epilogue)}"
+        rules += ["layout"] if "T" in (layout_a, layout_b) else []
+        rules += ["tiling" + (f" (split-K {split_k})" if split_k > 1 else "")]
+    elif n.op == "PointwiseK":
+        what = f"pointwise {fused.format_expr(n.attrs[0])} -> {n.shape}"
+    else:
+        kind, prologue, epilogue, _ = n.attrs
+        what = f"row {kind} of {fused.format_expr(prologue)}, epilogue {fused.format_expr(epilogue)} -> {n.shape}"
+        rules += ["composite"] if kind not in ops.ROW_RESULT_KINDS else []
+    return f"{what}\nrule sets: {', '.join(rules)}\npredicted: {seconds * 1e6:.2f} us"
+
+
+# --------------------------------------------------------------------------------------- torch glue
+
+def _epi_torch(e: tuple, acc: str, x: str, extras: list[str]) -> str:
+    head = e[0]
+    if head == "acc":
+        return acc
+    if head == "x":
+        return x
+    if head == "in":
+        return f"{extras[e[1]]}.float()"
+    if head == "const":
+        return repr(float(e[1]))
+    if head == "un":
+        arg = _epi_torch(e[2], acc, x, extras)
+        return f"torch.nn.functional.gelu({arg}, approximate='tanh')" if e[1] == "gelu_tanh" \
+            else f"{EPI_UNARY_TORCH[e[1]]}({arg})"
+    if head == "bin":
+        return f"torch.{e[1]}({_epi_torch(e[2], acc, x, extras)}, {_epi_torch(e[3], acc, x, extras)})"
+    return f"{_epi_torch(e[2], acc, x, extras)}.to({dtype_src(e[1])}).float()"
+
+
+ROW_TORCH = {"sum": "{v}.sum(-1, keepdim=True)", "max": "{v}.amax(-1, keepdim=True)",
+             "min": "{v}.amin(-1, keepdim=True)", "softmax": "torch.softmax({v}, -1)",
+             "log_softmax": "torch.log_softmax({v}, -1)",
+             "layer_norm": "torch.nn.functional.layer_norm({v}, {v}.shape[-1:], eps={eps!r})",
+             "rms_norm": "{v} * torch.rsqrt({v}.square().mean(-1, keepdim=True) + {eps!r})"}
+
+
+def kernel_in_torch(spec, args: list[str]) -> str:
+    """PyTorch code computing a kernel spec (the fallback when it has no Triton rendering)."""
+    out = spec.out.dtype
+    if isinstance(spec, K.GemmSpec):
+        a = f"{args[0]}.mT" if spec.a_transposed else args[0]
+        b = f"{args[1]}.mT" if spec.b_transposed else args[1]
+        acc = f"torch.matmul({a}.float(), {b}.float())"
+        return f"({_epi_torch(spec.epilogue, acc, '', args[2:])}).to({dtype_src(out)})"
+    if isinstance(spec, K.PointwiseSpec):
+        return f"({_epi_torch(spec.expr, '', '', args)}).expand({spec.out.shape}).to({dtype_src(out)})"
+    v = _epi_torch(spec.prologue, "", f"{args[0]}.float()", args[1:])
+    acc = ROW_TORCH[spec.kind].format(v=f"({v})", eps=spec.eps)
+    return f"({_epi_torch(spec.epilogue, acc, '', args[1:])}).to({dtype_src(out)})"
+
+
+def torch_call(n, args: list[str]) -> str:
+    """PyTorch source for one algebra node."""
+    op = n.op
+    if op in UNARY_TORCH:
+        return f"{UNARY_TORCH[op]}({args[0]})"
+    if op == "GeluTanh":
+        return f"torch.nn.functional.gelu({args[0]}, approximate='tanh')"
+    if op in BINARY_TORCH:
+        return f"{BINARY_TORCH[op]}({args[0]}, {args[1]})"
+    if op == "Where":
+        return f"torch.where({args[0]}, {args[1]}, {args[2]})"
+    if op == "Cast":
+        return f"{args[0]}.to({dtype_src(n.attrs[0])})"
+    if op == "Permute":
+        return f"{args[0]}.permute({tuple(n.attrs[0])})"
+    if op in ("Reshape", "Expand"):
+        return f"{args[0]}.{op.lower()}({tuple(n.attrs[0])})"
+    if op == "Slice":
+        dim, start, end = n.attrs
+        return f"{args[0]}.narrow({dim}, {start}, {end - start})"
+    if op == "Concat":
+        return f"torch.cat([{args[0]}, {args[1]}], {n.attrs[0]})"
+    if op in ("Sum", "Amax", "Amin"):
+        fn = {"Sum": "sum", "Amax": "amax", "Amin": "amin"}[op]
+        return f"{args[0]}.{fn}({list(n.attrs[0])}, keepdim=True)"
+    raise ValueError(f"no PyTorch rendering for {op}")
+
+
+def _literal(value, args: list[str]):
+    """Source text of an extern argument, or None when it cannot be printed as code."""
+    if isinstance(value, TensorArg):
+        return args[value.index]
+    if isinstance(value, (list, tuple)):
+        parts = [_literal(v, args) for v in value]
+        if any(p is None for p in parts):
+            return None
+        inner = ", ".join(parts) + ("," if isinstance(value, tuple) and len(parts) == 1 else "")
+        return f"[{inner}]" if isinstance(value, list) else f"({inner})"
+    if isinstance(value, torch.dtype):
+        return f"torch.{str(value).split('.')[-1]}"
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return repr(value)
+    return None
+
+
+def extern_call(key: str, ext: ExternCall, args: list[str]) -> str | None:
+    """``torch.ops.<ns>.<op>.<overload>(...)`` for an ATen extern, or None if it cannot be printed."""
+    fn = ext.fn
+    if not isinstance(fn, torch._ops.OpOverload):
+        return None
+    parts = [_literal(a, args) for a in ext.args] + [
+        None if (v := _literal(val, args)) is None else f"{k}={v}" for k, val in ext.kwargs.items()]
+    if any(p is None for p in parts):
+        return None
+    ns, name = fn.namespace, fn._schema.name.split("::")[-1]
+    return f"torch.ops.{ns}.{name}.{fn._overloadname}({', '.join(parts)})"
+
+
+# -------------------------------------------------------------------------------------------- module
+
+def generate(plan: Plan, input_names: list[str], title: str = "plan", bound: list[str] = ()) -> GeneratedModule:
+    """The standalone module for ``plan``: kernels first, then ``forward``. Inputs named in ``bound`` (live
+    parameters, when constants are not folded) are read from ``params`` like parameters."""
+    graph = plan.graph
+    gen = GeneratedModule("", {})
+    parts, body = [], []
+    names: dict[int, str] = {}
+    inputs = [_ident(n) for n in input_names]
+    device = f"{inputs[0]}.device" if inputs else "next(iter(params.values())).device"
+    extern_results: dict[str, str] = {}
+    for i in graph.live_nodes():
+        n = graph.nodes[i]
+        args = [names[j] for j in n.inputs]
+        var = f"t{i}"
+        if n.op == "Input" and n.attrs[0] not in bound:
+            names[i] = _ident(n.attrs[0])
+            continue
+        if n.op in ("Param", "Input"):
+            key = _ident(n.attrs[0])
+            gen.param_names[key] = n.attrs[0]
+            body.append(f"{var} = params[{key!r}]")
+        elif n.op == "Fill":
+            body.append(f"{var} = torch.full({n.shape}, {n.attrs[0]!r}, dtype={dtype_src(n.dtype)}, "
+                        f"device={device})")
+        elif n.op == "Extern":
+            key = n.attrs[0]
+            if key not in extern_results:
+                call = extern_call(key, graph.externs[key], args)
+                if call is None:
+                    gen.externs[key] = graph.externs[key]
+                    call = f"externs[{key!r}]({', '.join(args)})"
+                extern_results[key] = f"e{i}"
+                body.append(f"e{i} = {call}")
+                body.append(f"e{i} = e{i} if isinstance(e{i}, (tuple, list)) else (e{i},)")
+            body.append(f"{var} = {extern_results[key]}[{n.attrs[1]}]")
+        elif ops.get(n.op).kind == "kernel":
+            spec, operand_ids = kernel_spec(graph, i)
+            operands = [names[j] for j in operand_ids]
+            kname = f"kernel{len(gen.kernels)}_{n.op[:-1].lower()}"
+            try:
+                parts.append(render(spec, kname, describe(graph, i, plan.node_seconds.get(i, 0.0))))
+                body.append(f"{var} = torch.empty({n.shape}, dtype={dtype_src(n.dtype)}, device={device})")
+                body.append(f"{kname}({var}, {', '.join(operands)})")
+                gen.kernels.append(kname)
+            except UnsupportedSpec as err:
+                gen.fallbacks[kname] = str(err)
+                body.append(f"{var} = {kernel_in_torch(spec, operands)}  # {kname}: no Triton template ({err})")
+        else:
+            body.append(f"{var} = {torch_call(n, args)}")
+        names[i] = var
+    outs = ", ".join(names[o] for o in graph.outputs)
+    header = (f'"""EqiForge plan for {title}: {len(gen.kernels)} Triton kernels, predicted '
+              f'{plan.predicted_seconds * 1e6:.1f} us ({plan.cost_model}).\n\nGenerated code: imports only torch '
+              f'and triton. Call forward({", ".join(inputs + ["params"])}) with params a dict of tensors.\n"""\n')
+    signature = ", ".join(inputs + ["params", "externs=None"])
+    forward = [f"def forward({signature}):", *("    " + line for line in body), f"    return ({outs},)"]
+    gen.source = header + PRELUDE + "\n\n" + "\n\n".join(parts) + "\n\n" + "\n".join(forward) + "\n"
+    return gen

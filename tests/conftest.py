@@ -1,0 +1,10 @@
+"""Test-session setup: Triton kernels run under the Triton interpreter on this CPU-only machine.
+
+TRITON_INTERPRET must be set before triton is first imported anywhere in the process, hence here.
+"""
+import os
+import sys
+from pathlib import Path
+
+os.environ.setdefault("TRITON_INTERPRET", "1")
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # helpers such as rule_cases, rulecheck

@@ -1,0 +1,116 @@
+"""The triton backend end to end, under the Triton interpreter: plans of generated kernels match eager
+PyTorch, contain the fused kernels the rules should produce, and the joint choice of algebra and kernels
+beats choosing the algebra first."""
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+import eqiforge
+from eqiforge import api, examples
+from eqiforge.report import StageTimer
+from test_end_to_end import assert_close, fresh_like
+
+KERNEL_OPS = ("GemmK", "PointwiseK", "RowReduceK")
+
+
+def kernels(opt) -> list:
+    g = opt.plan.graph
+    return [g.nodes[i] for i in g.live_nodes() if g.nodes[i].op in KERNEL_OPS]
+
+
+def compute_ops(opt) -> int:
+    return sum(n for op, n in opt.plan.graph.op_counts().items()
+               if op not in ("Input", "Param", "Fill", "Reshape", "Permute", "Expand", "Slice"))
+
+
+@pytest.mark.parametrize("name", sorted(set(examples.EXAMPLES) - {"bert_encoder"}))
+def test_builtin_examples_match_eager_through_triton(name):
+    fn, inputs = examples.load(name)
+    opt = eqiforge.optimize(fn, inputs, backend="triton")
+    with torch.no_grad():
+        assert_close(opt(*inputs), fn(*inputs))
+        fresh = fresh_like(inputs, 3)
+        assert_close(opt(*fresh), fn(*fresh))
+    assert "@triton.jit" in opt.source and kernels(opt)
+
+
+def test_mlp_becomes_two_gemms_with_fused_epilogues():
+    fn, inputs = examples.load("mlp")
+    opt = eqiforge.optimize(fn, inputs, backend="triton")
+    ks = kernels(opt)
+    assert [k.op for k in ks] == ["GemmK", "GemmK"]
+    first_epilogue = ks[0].attrs[4]
+    assert first_epilogue[:2] == ("un", "gelu") and ks[0].attrs[1] == "T"  # weight read transposed in place
+    assert all(k.attrs[2] for k in ks)  # tiled
+
+
+@pytest.mark.parametrize("norm", ["layer", "rms"])
+def test_a_norm_is_one_kernel(norm):
+    class Norm(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w, self.b = nn.Parameter(torch.randn(48)), nn.Parameter(torch.randn(48))
+
+        def forward(self, x):
+            if norm == "layer":
+                return F.layer_norm(x, (48,), self.w, self.b)
+            return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * self.w
+    fn, x = Norm().eval(), torch.randn(4, 6, 48)
+    opt = eqiforge.optimize(fn, (x,), backend="triton")
+    with torch.no_grad():
+        assert_close(opt(x), fn(x))
+    (k,) = kernels(opt)
+    assert k.op == "RowReduceK" and k.attrs[0] == f"{norm}_norm"
+
+
+def test_softmax_of_scaled_scores_is_one_kernel():
+    fn = lambda s: torch.softmax(s * 0.125, dim=-1)  # noqa: E731
+    s = torch.randn(2, 16, 40)
+    opt = eqiforge.optimize(fn, (s,), backend="triton")
+    with torch.no_grad():
+        assert_close(opt(s), fn(s))
+    (k,) = kernels(opt)
+    assert k.op == "RowReduceK" and k.attrs[0] == "softmax" and k.attrs[1] != ("x",)  # scale in the prologue
+
+
+def test_report_and_source_show_kernels_and_predicted_times():
+    fn, inputs = examples.load("mlp")
+    opt = eqiforge.optimize(fn, inputs, backend="triton")
+    plan_text = opt.plan.format()
+    assert plan_text.count("GemmK(") == 2 and " us" in plan_text
+    assert opt.source.count("# predicted:") == 2 and "def forward(x, params, externs=None):" in opt.source
+
+
+def test_switching_kernel_rule_sets_off_gives_more_kernels_and_a_slower_plan():
+    fn, inputs = examples.load("transformer_layer")
+    every = eqiforge.optimize(fn, inputs, backend="triton")
+    algebra = [rs for rs in every.report.rulesets if rs not in ("fusion", "layout", "tiling")]
+    without = eqiforge.optimize(fn, inputs, backend="triton", rules=algebra)
+    assert compute_ops(without) > compute_ops(every)
+    assert without.report.predicted_after > every.report.predicted_after
+
+
+def test_joint_choice_beats_algebra_first_then_kernels():
+    """(x @ w) * 0.5: priced as PyTorch ops, the scale belongs on the small input x; priced as kernels, it
+    is free in the GEMM's epilogue. Choosing both together keeps one kernel."""
+    fn = lambda x, w: (x @ w) * 0.5  # noqa: E731
+    inputs = (torch.randn(64, 32), torch.randn(32, 512))
+    joint = eqiforge.optimize(fn, inputs, backend="triton")
+    algebra_first = eqiforge.optimize(fn, inputs, backend="torch")
+    names = ["x", "w"]
+    opts = api.Options(backend="triton", rules=("fusion", "layout", "tiling", "composite"))
+    then_kernels = api.optimize_graph(algebra_first.plan.graph, names, None, opts, StageTimer())
+    assert len(kernels(joint)) == 1 and len(kernels(then_kernels)) == 2
+    assert joint.report.predicted_after < then_kernels.report.predicted_after
+    with torch.no_grad():
+        assert_close(joint(*inputs), fn(*inputs))
+        assert_close(then_kernels(*inputs), fn(*inputs))
+
+
+def test_cpu_inputs_without_the_interpreter_are_a_clear_error(monkeypatch):
+    fn, inputs = examples.load("mlp")
+    opt = eqiforge.optimize(fn, inputs, backend="triton")
+    monkeypatch.setenv("TRITON_INTERPRET", "0")
+    with pytest.raises(eqiforge.EqiforgeError, match="runs on CUDA tensors"):
+        opt(*inputs)
