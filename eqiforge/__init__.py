@@ -3,11 +3,18 @@
     opt = eqiforge.optimize(model, example_inputs)     # drop-in callable
     opt.report, opt.plan                               # what happened, what runs
     torch.compile(model, backend="eqiforge")           # as a torch.compile backend
-"""
-from .api import Options, optimize
-from .egraph.saturate import Limits
-from .errors import EqiforgeError
-from .lower.plan import Plan
-from .report import Report
 
-__all__ = ["optimize", "Options", "Limits", "EqiforgeError", "Plan", "Report"]
+The public names load on first use, so that parts which need no optimizer (``eqiforge.examples``, the
+profiling and GPU-bench code) import on machines without egglog.
+"""
+import importlib
+
+_PUBLIC = {"optimize": "api", "Options": "api", "Limits": "egraph.saturate", "EqiforgeError": "errors",
+           "Plan": "lower.plan", "Report": "report"}
+__all__ = list(_PUBLIC)
+
+
+def __getattr__(name):
+    if name in _PUBLIC:
+        return getattr(importlib.import_module(f".{_PUBLIC[name]}", __name__), name)
+    raise AttributeError(f"module 'eqiforge' has no attribute {name!r}")

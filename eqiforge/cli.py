@@ -25,6 +25,9 @@ def _optimize(args) -> int:
     if args.show_plan:
         print()
         print(opt.plan.format())
+    if args.out:
+        where = opt.export(args.out, inputs)
+        print(f"{'written':<19}  {where}/plan.py (generated source), params.pt, meta.json, check.pt")
     return 0
 
 
@@ -64,7 +67,10 @@ def parser() -> argparse.ArgumentParser:
     o.add_argument("target", nargs="?", help="path.py (Model + get_inputs) or path.py:factory")
     o.add_argument("--example", help="a built-in example instead of a file (see `eqiforge examples`)")
     o.add_argument("--rules", help="comma-separated rule sets (default: all; see `eqiforge rules`)")
-    o.add_argument("--backend", default="torch", help="torch (default)")
+    o.add_argument("--backend", default="torch", choices=["torch", "triton"],
+                   help="torch (default: PyTorch ops, runs anywhere) or triton (generated kernels; CUDA, or the "
+                        "Triton interpreter with TRITON_INTERPRET=1)")
+    o.add_argument("--out", help="with --backend triton: write the plan (plan.py, params.pt, meta.json) here")
     o.add_argument("--extractor", default="auto", choices=["auto", "greedy", "ilp"],
                    help="auto (default): exact ILP on e-graphs up to 20k e-nodes, greedy beyond")
     o.add_argument("--device", default=None, help="device the cost model prices for (default H100)")

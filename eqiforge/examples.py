@@ -11,6 +11,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from .errors import EqiforgeError
+
 
 class MatmulChain(nn.Module):
     """((A B) C) x: written left to right, cheapest right to left (a vector at the end)."""
@@ -119,7 +121,6 @@ EXAMPLES = {
 
 def load(name: str):
     """(module in eval mode, example inputs) of a built-in example; clear error for an unknown name."""
-    from .errors import EqiforgeError
     if name not in EXAMPLES:
         raise EqiforgeError(f"unknown example {name!r}; built-in examples: {sorted(EXAMPLES)}")
     torch.manual_seed(0)

@@ -6,6 +6,9 @@ lowered plan and rebuilds the original output structure.
 """
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import torch
 import torch.utils._pytree as pytree
 
@@ -40,6 +43,31 @@ class OptimizedModule(torch.nn.Module):
         if self._single_output:
             return outs[0]
         return pytree.tree_unflatten(list(outs), self.out_spec) if self.out_spec is not None else outs
+
+    def export(self, directory, example_inputs=None) -> Path:
+        """Write the plan as a standalone deployment: ``plan.py`` (the generated module, importing only torch
+        and triton), ``params.pt`` (its parameters) and ``meta.json`` (inputs and how to call it). With
+        ``example_inputs``, ``check.pt`` holds them and this module's outputs, to verify the plan elsewhere."""
+        params = getattr(self.runner, "params", None)
+        if params is None:
+            raise EqiforgeError("export needs the triton backend (backend='triton'): the torch backend's plan "
+                                "is an FX module of this process")
+        if self.runner.generated.externs:
+            raise EqiforgeError(f"the plan calls {sorted(self.runner.generated.externs)} which cannot be "
+                                "written as code; it can only run in this process")
+        out = Path(directory)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "plan.py").write_text(self.source)
+        torch.save(params, out / "params.pt")
+        meta = {"inputs": [{"name": n, "shape": list(s), "dtype": d} for n, s, d in self.input_specs],
+                "call": "plan.forward(*inputs, params=params)", "predicted_us": self.plan.predicted_seconds * 1e6,
+                "cost_model": self.plan.cost_model}
+        (out / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
+        if example_inputs is not None:
+            with torch.no_grad():
+                outputs = self.runner(*example_inputs)
+            torch.save({"inputs": list(example_inputs), "outputs": list(outputs)}, out / "check.pt")
+        return out
 
     def _check(self, flat) -> None:
         if len(flat) != len(self._expected):
