@@ -114,3 +114,27 @@ def test_cpu_inputs_without_the_interpreter_are_a_clear_error(monkeypatch):
     monkeypatch.setenv("TRITON_INTERPRET", "0")
     with pytest.raises(eqiforge.EqiforgeError, match="runs on CUDA tensors"):
         opt(*inputs)
+
+
+@pytest.mark.parametrize("dtype,tol", [(torch.float16, 1e-2), (torch.bfloat16, 2e-2)])
+def test_half_precision_mlp_through_triton(dtype, tol):
+    fn, inputs = examples.load("mlp")
+    fn = fn.to(dtype)
+    x = inputs[0][:16].to(dtype)
+    opt = eqiforge.optimize(fn, (x,), backend="triton")
+    with torch.no_grad():
+        want = fn.float()(x.float())
+        got = opt(x)
+    assert got.dtype == dtype
+    assert (got.float() - want).norm() <= tol * want.norm()
+
+
+def test_a_kernel_without_template_runs_in_pytorch_and_the_report_says_so():
+    fn = lambda x, y: torch.relu(x * y + 1.0)  # noqa: E731
+    inputs = (torch.randn(8, 8, dtype=torch.float64), torch.randn(8, 8, dtype=torch.float64))
+    opt = eqiforge.optimize(fn, inputs, backend="triton")
+    with torch.no_grad():
+        assert_close(opt(*inputs), fn(*inputs))
+    assert "@triton.jit" not in opt.source and "no Triton template" in opt.source
+    assert any("runs in PyTorch" in note for note in opt.report.lowering_notes)
+    assert "lowering" in opt.report.summary()
