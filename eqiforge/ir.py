@@ -10,7 +10,7 @@ from typing import Any, Callable
 
 import torch
 
-from . import ops
+from . import fused, ops
 
 
 @dataclass(frozen=True)
@@ -122,10 +122,19 @@ class Graph:
         lines = []
         for i in self.live_nodes():
             n = self.nodes[i]
-            args = ", ".join([f"%{j}" for j in n.inputs] + [repr(a) for a in n.attrs])
+            kinds = ops.get(n.op).attrs
+            args = ", ".join([f"%{j}" for j in n.inputs] + [_format_attr(k, a) for k, a in zip(kinds, n.attrs)])
             lines.append(f"%{i} = {n.op}({args})  : {n.dtype}{list(n.shape)}")
         lines.append("return " + ", ".join(f"%{o}" for o in self.outputs))
         return "\n".join(lines)
+
+
+def _format_attr(kind: str, value) -> str:
+    if kind == "epi":
+        return fused.format_expr(value)
+    if kind == "tile":
+        return "tile {}x{}x{} group {} warps {} stages {}".format(*value) if value else "untiled"
+    return repr(value)
 
 
 def run_node(graph: Graph, node: Node, args: list[torch.Tensor], inputs: dict[str, torch.Tensor]) -> Any:
