@@ -29,6 +29,7 @@ class Options:
     backend: str = "torch"
     limits: sat.Limits = field(default_factory=sat.Limits)
     extractor: str = "auto"  # auto | greedy | ilp (auto: ilp on e-graphs up to 20k e-nodes)
+    extract_seconds: float = 3.0  # the ILP's time limit; past it the better of its best and greedy's is used
     cost_model: str = "roofline"
     device: str | None = None  # device table entry the cost model prices for
     fold_constants: bool = True  # inference: parameter-only sub-expressions are computed once
@@ -62,7 +63,7 @@ def optimize_graph(graph, input_names, out_spec, opts: Options, timer: StageTime
         snap, saturation = sat.saturate(graph, names, opts.limits, on_step=on_step)
     with timer("extract"):
         node_cost = model.predict(cost.snapshot_features(snap, opts.fold_constants))
-        selection = extract(snap, node_cost, method=opts.extractor)
+        selection = extract(snap, node_cost, method=opts.extractor, time_limit=opts.extract_seconds)
     with timer("lower"):
         plan = build_plan(snap, selection.choice, graph, model, opts.fold_constants)
         runner, source, notes = _lower(plan, input_names, bound, opts.backend)

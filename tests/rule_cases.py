@@ -450,3 +450,19 @@ def _sum_of_sums(rng):
     shape = (b.dim(), b.dim())
     a, c, d, e = (b.x(name, *shape) for name in "acde")
     return b.out(b.op("Add", b.op("Add", a, c), b.op("Add", d, e))), ["distributive"]
+
+
+@case("broadcast-add-chain")
+def _two_biases(rng):
+    b = B(rng)
+    m, n = b.dim(), b.dim()
+    bias = [b.op("Expand", b.x(f"b{i}", 1, n), attrs=[(m, n)]) for i in range(2)]
+    return b.out(b.op("Add", b.op("Add", b.x("x", m, n), bias[0]), bias[1])), ["broadcast"]
+
+
+@case("scale-over-add")
+def _scaled_sum(rng):
+    b = B(rng)
+    shape = (b.dim(), b.dim())
+    total = b.op("Add", b.x("x", *shape), b.x("y", *shape))
+    return b.out(b.op("Mul", total, b.fill(0.125, total))), ["distributive"]

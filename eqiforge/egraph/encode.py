@@ -1,7 +1,7 @@
 """Encode an IR graph as egglog commands, through the bindings API (no program text to parse).
 
 Every live node is let-bound (``$node<id>``), so a shared sub-expression is one term however often it is used,
-and the outputs are ``$output<k>``; its ``order`` is its node id. Leaves and externs get their shape and dtype set here; the ``analysis`` rule
+and the outputs are ``$output<k>``; its ``order`` and ``last`` are its node id. Leaves and externs get their shape and dtype set here; the ``analysis`` rule
 set derives the rest.
 """
 from __future__ import annotations
@@ -79,7 +79,7 @@ def encode(graph: Graph) -> list:
     for i in graph.live_nodes():
         n = graph.nodes[i]
         cmds.append(eb.ActionCommand(eb.Let(SPAN, node_name(i), node_expr(graph, i))))
-        cmds.append(eb.ActionCommand(eb.Set(SPAN, "order", [var(node_name(i))], lit("i64", i))))
+        cmds += [eb.ActionCommand(eb.Set(SPAN, span, [var(node_name(i))], lit("i64", i))) for span in ("order", "last")]
         if n.op in ("Input", "Param", "Extern"):
             me = [var(node_name(i))]
             cmds.append(eb.ActionCommand(eb.Set(SPAN, "shape", me, lit("dims", n.shape))))

@@ -37,6 +37,30 @@ class ExternModule(torch.nn.Module):
         return self.ext.label
 
 
+def _direct(g: fx.Graph, n, operands: list):
+    """The node as a direct PyTorch call (no Python helper frame on the hot path), or None."""
+    x = operands[0] if operands else None
+    if n.op in ("Reshape", "Permute"):
+        return g.call_function(torch.reshape if n.op == "Reshape" else torch.permute, (x, tuple(n.attrs[0])))
+    if n.op == "Expand":
+        return g.call_method("expand", (x, tuple(n.attrs[0])))
+    if n.op == "Cast":
+        return g.call_method("to", (x, ops.DTYPES[n.attrs[0]]))
+    if n.op == "Slice":
+        dim, start, end = n.attrs
+        return g.call_function(torch.narrow, (x, dim, start, end - start))
+    if n.op == "Concat":
+        return g.call_function(torch.cat, (list(operands), n.attrs[0]))
+    if n.op in REDUCTIONS:
+        return g.call_function(REDUCTIONS[n.op], (x, list(n.attrs[0])), {"keepdim": True})
+    if n.op == "GeluTanh":
+        return g.call_function(torch.nn.functional.gelu, (x,), {"approximate": "tanh"})
+    return None
+
+
+REDUCTIONS = {"Sum": torch.sum, "Amax": torch.amax, "Amin": torch.amin}
+
+
 def _scalar(graph: Graph, i: int):
     """The Python number of a Fill node, typed like its dtype (so int/bool tensors stay int/bool)."""
     n = graph.nodes[i]
@@ -83,6 +107,8 @@ def to_graph_module(graph: Graph, input_names: list[str], bound: dict[str, torch
             if all(not isinstance(a, fx.Node) for a in args):
                 args = (env[n.inputs[0]], args[1])
             env[i] = g.call_function(SCALAR_BINARY[n.op], args)
+        elif (direct := _direct(g, n, [env[j] for j in n.inputs])) is not None:
+            env[i] = direct
         else:
             operands = [env[j] for j in n.inputs]
             extras = (operands[op.arity:],) if op.variadic else ()
