@@ -1,0 +1,124 @@
+"""How the benchmarks measure: output error against eager, fresh inputs, one round-robin timing loop.
+
+Every variant of a program is timed by the same loop (``time_round_robin``) so that no variant gets a
+different harness. Variants are interleaved per repeat, in a shuffled order, so slow drift of the machine
+(frequency, other tenants) and the state left by the previous call hit all of them alike; calls rotate
+over several fresh input sets so that no call is timed on data left hot in cache by the call before it.
+``steady_allocator`` keeps page faults out of the timings, and ``OtherLoad`` says how busy the machine was
+with other work meanwhile.
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+import random
+import time
+from typing import Callable
+
+import torch
+import torch.utils._pytree as pytree
+
+TOLERANCE = 1e-4  # largest relative error accepted for fp32 (rewrites change rounding, not results)
+BUSY_CORES = 0.25  # other processes' load above which a timing is retried, then flagged
+
+
+def rel_error(out, ref) -> float:
+    """Largest |out - ref| over the largest |ref|, over every tensor of the two output structures."""
+    outs, refs = pytree.tree_leaves(out), pytree.tree_leaves(ref)
+    if len(outs) != len(refs):
+        return float("inf")
+    worst = 0.0
+    for o, r in zip(outs, refs):
+        if o.shape != r.shape:
+            return float("inf")
+        scale = r.abs().max().item() if r.numel() else 0.0
+        diff = (o - r).abs().max().item() if r.numel() else 0.0
+        worst = max(worst, diff / max(scale, 1e-30))
+    return worst
+
+
+def steady_allocator() -> str:
+    """Make glibc keep freed memory (no per-allocation mmap, no trimming); returns what was set.
+
+    By default glibc hands large blocks back to the OS and the next allocation page-faults them in again,
+    at a cost comparable to a memory-bound op, and whether it happens depends on what the previously timed
+    variant freed. Keeping memory makes timings measure compute and memory traffic (as jemalloc or
+    tcmalloc would in a deployment) and makes them independent of the order of variants.
+    """
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+    except OSError:
+        return "default (not glibc)"
+    m_trim_threshold, m_mmap_threshold = -1, -3  # from <malloc.h>
+    if libc.mallopt(m_mmap_threshold, 1 << 30) and libc.mallopt(m_trim_threshold, 2**31 - 1):
+        return "glibc: mmap threshold 1 GiB, no trimming"
+    return "default (mallopt failed)"
+
+
+def fresh_inputs(example: tuple[torch.Tensor, ...], sets: int, seed: int = 1) -> list[tuple[torch.Tensor, ...]]:
+    """``sets`` input tuples shaped like ``example``, standard normal (what the programs expect)."""
+    gen = torch.Generator().manual_seed(seed)
+    return [tuple(torch.randn(t.shape, dtype=t.dtype, generator=gen) for t in example) for _ in range(sets)]
+
+
+def time_round_robin(variants: dict[str, Callable], input_sets: list[tuple], repeats: int,
+                     warmup: int = 3, seed: int = 0) -> dict[str, list[float]]:
+    """Seconds of every timed call, per variant; each repeat calls every variant once (warmups untimed).
+
+    The order within a repeat is shuffled (seeded): a call is slowed by what ran just before it (a large
+    matmul leaves caches and threads in a different state than a small one, ~0.1 ms here), and a fixed or
+    merely rotated order would charge that to the same variant every time. Calls take the input sets in
+    turn, so with more sets than variants no call reads inputs that the call before it left in cache.
+    """
+    names = list(variants)
+    order = random.Random(seed)
+    seconds: dict[str, list[float]] = {name: [] for name in names}
+    calls = 0
+    with torch.no_grad():
+        for rep in range(-warmup, repeats):
+            for name in order.sample(names, len(names)):
+                inputs = input_sets[calls % len(input_sets)]
+                calls += 1
+                t0 = time.perf_counter()
+                variants[name](*inputs)
+                elapsed = time.perf_counter() - t0
+                if rep >= 0:
+                    seconds[name].append(elapsed)
+    return seconds
+
+
+class OtherLoad:
+    """Cores kept busy by other processes while the block ran: machine busy time minus our own CPU time.
+
+    On a shared machine another process's work stalls our threads and inflates timings; this number says
+    how far to trust a row. None where /proc/stat is missing (not Linux).
+    """
+
+    cores: float | None = None
+
+    def __enter__(self):
+        self._start = (_machine_busy_seconds(), _own_cpu_seconds(), time.perf_counter())
+        return self
+
+    def __exit__(self, *exc):
+        busy, own, wall = _machine_busy_seconds(), _own_cpu_seconds(), time.perf_counter()
+        if busy is not None and self._start[0] is not None:
+            others = (busy - self._start[0]) - (own - self._start[1])
+            self.cores = max(0.0, others / (wall - self._start[2]))
+        return False
+
+
+def _machine_busy_seconds() -> float | None:
+    """Non-idle CPU seconds of the whole machine since boot (all cores)."""
+    try:
+        with open("/proc/stat") as f:
+            ticks = [int(v) for v in f.readline().split()[1:]]
+    except OSError:
+        return None
+    idle = ticks[3] + ticks[4]  # idle + iowait
+    return (sum(ticks[:8]) - idle) / os.sysconf("SC_CLK_TCK")  # user..steal; guest time is inside user
+
+
+def _own_cpu_seconds() -> float:
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
