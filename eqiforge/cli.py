@@ -1,4 +1,5 @@
-"""``eqiforge`` on the command line: optimize a program, list rule sets and examples; plot, ablate, draw."""
+"""``eqiforge`` on the command line: optimize a program, list rule sets and examples; plot, ablate, draw;
+profile, train and evaluate the learned cost model."""
 from __future__ import annotations
 
 import argparse
@@ -7,6 +8,7 @@ import sys
 import torch
 
 from .errors import EqiforgeError
+from .profiling.commands import add_commands as add_cost_commands
 from .viz.commands import add_commands
 
 
@@ -19,7 +21,8 @@ def _optimize(args) -> int:
     rules = args.rules.split(",") if args.rules else None
     print(f"optimizing {args.example or args.target} ...", file=sys.stderr)
     opt = api.optimize(fn, inputs, rules=rules, limits=limits, extractor=args.extractor, device=args.device,
-                       backend=args.backend, fold_constants=not args.no_fold, progress=True)
+                       cost_model=args.cost_model, backend=args.backend, fold_constants=not args.no_fold,
+                       progress=True)
     print(opt.report.summary())
     print(f"{'output check':<19}  {_check(fn, opt, inputs)}")
     if args.show_plan:
@@ -74,6 +77,9 @@ def parser() -> argparse.ArgumentParser:
     o.add_argument("--extractor", default="auto", choices=["auto", "greedy", "ilp"],
                    help="auto (default): exact ILP on e-graphs up to 20k e-nodes, greedy beyond")
     o.add_argument("--device", default=None, help="device the cost model prices for (default H100)")
+    o.add_argument("--cost-model", default="roofline", choices=["roofline", "learned"],
+                   help="roofline (default) or learned (the model in bench/data/<device>/; the report names "
+                        "the prior if there is none)")
     o.add_argument("--iterations", type=int, default=10)
     o.add_argument("--enodes", type=int, default=50_000)
     o.add_argument("--seconds", type=float, default=8.0)
@@ -83,6 +89,7 @@ def parser() -> argparse.ArgumentParser:
     sub.add_parser("rules", help="list rule sets and their rules").set_defaults(run=_rules)
     sub.add_parser("examples", help="list built-in examples").set_defaults(run=_examples)
     add_commands(sub)  # growth, ablate, draw
+    add_cost_commands(sub)  # cost profile|train|eval
     return p
 
 

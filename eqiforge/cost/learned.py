@@ -1,0 +1,170 @@
+"""The learned cost model: an ensemble of small MLPs correcting the roofline prior.
+
+    seconds = prior(node) * exp(mean over members of MLP_i(feature_vector(node)))
+
+Each member predicts log(measured / prior), so an untrained or unsure model stays near the prior, the
+analytical structure (waves, bandwidth, peaks) need not be re-learned, and errors are relative, as the
+extraction's decisions are. Members differ by seed and bootstrap sample; their spread says where the model is
+unsure (active learning measures there). Only kernel nodes are corrected: profiling records cover kernels, and
+the prior prices the rest (views, PyTorch calls, infeasible tiles).
+
+A model file (``.npz``, no pickle) holds a JSON header (device, torch/triton versions, feature version,
+training-data summary), the input normalisation and every member's weights.
+"""
+from __future__ import annotations
+
+import json
+from importlib import metadata
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from ..errors import EqiforgeError
+from .devices import Device, get_device
+from .features import NodeFeatures
+from .roofline import RooflinePrior
+from .vector import FEATURE_NAMES, FEATURE_VERSION, feature_vector
+
+FORMAT = "eqiforge-learned-cost/1"
+
+
+def library_versions() -> dict:
+    """Versions a profiling record and a model are keyed by (timings change with the compiler)."""
+    return {name: metadata.version(name) for name in ("torch", "triton")}
+
+
+def _mlp(width: int, hidden: int) -> torch.nn.Sequential:
+    return torch.nn.Sequential(torch.nn.Linear(width, hidden), torch.nn.GELU(), torch.nn.Linear(hidden, hidden),
+                               torch.nn.GELU(), torch.nn.Linear(hidden, 1))
+
+
+class LearnedModel:
+    """Cost model interface (``name``, ``predict``) plus ``fit``, ``spread``, ``save`` and ``load``."""
+
+    def __init__(self, device: str | Device | None = None, members: int = 5, hidden: int = 64,
+                 kernels: bool = True):
+        self.device = get_device(device)
+        self.prior = RooflinePrior(self.device, kernels)
+        self.hidden = hidden
+        self.nets = [_mlp(len(FEATURE_NAMES), hidden) for _ in range(members)]
+        self.mean = np.zeros(len(FEATURE_NAMES))
+        self.scale = np.ones(len(FEATURE_NAMES))
+        self.header = {"format": FORMAT, "device": self.device.name, "versions": library_versions(),
+                       "feature_version": FEATURE_VERSION, "training": {}}
+
+    @property
+    def name(self) -> str:
+        records = self.header["training"].get("records", 0)
+        return f"learned model ({self.device.name}; {records} records, {len(self.nets)} MLPs)"
+
+    # ------------------------------------------------------------------------------------------ prediction
+    def _inputs(self, batch: list[NodeFeatures]) -> torch.Tensor:
+        rows = np.stack([feature_vector(f, self.device) for f in batch])
+        return torch.as_tensor((rows - self.mean) / self.scale, dtype=torch.float32)
+
+    def member_log_ratios(self, batch: list[NodeFeatures]) -> np.ndarray:
+        """[members, len(batch)] predicted log(measured / prior), for the nodes this model corrects."""
+        with torch.no_grad():
+            x = self._inputs(batch)
+            return np.stack([net.eval()(x)[:, 0].double().numpy() for net in self.nets])
+
+    def corrected(self, batch: list[NodeFeatures], prior: np.ndarray) -> np.ndarray:
+        """Which nodes the model corrects: generated kernels (triton backend) the prior finds feasible."""
+        kernel = [self.prior.kernels and f.kind == "kernel" and not f.folded for f in batch]
+        return np.array(kernel, dtype=bool) & np.isfinite(prior)
+
+    def predict(self, batch: list[NodeFeatures]) -> np.ndarray:
+        prior = self.prior.predict(batch)
+        mask = self.corrected(batch, prior)
+        if mask.any():
+            chosen = [f for f, m in zip(batch, mask) if m]
+            prior[mask] *= np.exp(self.member_log_ratios(chosen).mean(axis=0))
+        return prior
+
+    def spread(self, batch: list[NodeFeatures]) -> np.ndarray:
+        """Ensemble standard deviation of the log-ratio per node: how unsure the model is."""
+        return self.member_log_ratios(batch).std(axis=0)
+
+    # ------------------------------------------------------------------------------------------ training
+    def fit(self, batch: list[NodeFeatures], seconds: np.ndarray, epochs: int = 400, lr: float = 3e-3,
+            seed: int = 0, summary: dict | None = None) -> "LearnedModel":
+        """Fit every member (own seed, own bootstrap sample) to log(seconds / prior) by full-batch Adam."""
+        prior = self.prior.predict(batch)
+        keep = self.corrected(batch, prior) & (np.asarray(seconds) > 0)
+        if not keep.any():
+            raise EqiforgeError("no usable training records (kernel nodes with a finite prior and a time)")
+        batch = [f for f, k in zip(batch, keep) if k]
+        target = torch.as_tensor(np.log(np.asarray(seconds)[keep] / prior[keep]), dtype=torch.float32)
+        rows = np.stack([feature_vector(f, self.device) for f in batch])
+        self.mean, self.scale = rows.mean(axis=0), rows.std(axis=0) + 1e-6
+        x = self._inputs(batch)
+        for i in range(len(self.nets)):
+            gen = torch.Generator().manual_seed(seed * 1000 + i)
+            torch.manual_seed(seed * 1000 + i)  # the member's initial weights
+            self.nets[i] = net = _mlp(len(FEATURE_NAMES), self.hidden)
+            sample = torch.randint(len(batch), (len(batch),), generator=gen) if len(self.nets) > 1 \
+                else torch.arange(len(batch))
+            opt = torch.optim.Adam(net.parameters(), lr=lr, weight_decay=1e-5)
+            net.train()
+            for _ in range(epochs):
+                opt.zero_grad()
+                loss = torch.nn.functional.mse_loss(net(x[sample])[:, 0], target[sample])
+                loss.backward()
+                opt.step()
+            net.eval()
+        self.header["training"] = {"records": len(batch), "epochs": epochs, "seed": seed, **(summary or {})}
+        return self
+
+    # ------------------------------------------------------------------------------------------ files
+    def save(self, path: str | Path) -> Path:
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        arrays = {"header": np.array(json.dumps({**self.header, "hidden": self.hidden, "members": len(self.nets)})),
+                  "mean": self.mean, "scale": self.scale}
+        for i, net in enumerate(self.nets):
+            arrays.update({f"m{i}.{k}": v.numpy() for k, v in net.state_dict().items()})
+        with open(path, "wb") as fh:
+            np.savez_compressed(fh, **arrays)
+        return path
+
+    @classmethod
+    def load(cls, path: str | Path, kernels: bool = True) -> "LearnedModel":
+        with np.load(path, allow_pickle=False) as data:
+            header = json.loads(str(data["header"]))
+            if header.get("format") != FORMAT or header.get("feature_version") != FEATURE_VERSION:
+                raise EqiforgeError(f"{path}: model format {header.get('format')} / feature version "
+                                    f"{header.get('feature_version')} does not match this EqiForge "
+                                    f"({FORMAT} / {FEATURE_VERSION}); retrain with `eqiforge cost train`")
+            model = cls(header["device"], header["members"], header["hidden"], kernels)
+            model.header = {k: v for k, v in header.items() if k not in ("hidden", "members")}
+            model.mean, model.scale = data["mean"], data["scale"]
+            for i, net in enumerate(model.nets):
+                net.load_state_dict({k: torch.from_numpy(data[f"m{i}.{k}"]) for k in net.state_dict()})
+                net.eval()
+        return model
+
+
+# ------------------------------------------------------------------------------------------ finding a model
+
+DATA_DIR = Path(__file__).resolve().parents[2] / "bench" / "data"  # a source checkout's measured data
+PACKAGED_DIR = Path(__file__).resolve().parent / "models"  # models shipped in the package
+MODEL_FILE = "model.npz"
+
+
+def model_paths(device: Device) -> list[Path]:
+    """Where a model for ``device`` may live, most specific first."""
+    return [DATA_DIR / device.name / MODEL_FILE, PACKAGED_DIR / f"{device.name}.npz"]
+
+
+def find_model(device: str | Device | None = None, kernels: bool = True) -> tuple[LearnedModel | None, str]:
+    """(the model for ``device`` whose triton version matches this one, or None; why none when None)."""
+    device = get_device(device)
+    existing = [p for p in model_paths(device) if p.exists()]
+    if not existing:
+        return None, "no learned model for this device"
+    model = LearnedModel.load(existing[0], kernels)
+    here, there = library_versions()["triton"], model.header["versions"].get("triton")
+    if here != there:
+        return None, f"learned model at {existing[0]} was trained with triton {there}, this is {here}"
+    return model, ""

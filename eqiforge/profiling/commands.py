@@ -1,0 +1,105 @@
+"""``eqiforge cost profile|train|eval``: collect records on a GPU, fit the learned model, report its decisions.
+
+Data and model live in ``bench/data/<device>/`` (``records.jsonl``, ``model.npz``), where
+``eqiforge --cost-model learned`` finds the model.
+"""
+from __future__ import annotations
+
+import itertools
+import sys
+from pathlib import Path
+
+from ..cost import learned
+from ..cost.dataset import read_records, record_features
+from ..cost.devices import DEVICES
+from ..cost.metrics import table
+from ..cost.train import evaluate_models, train_model
+from ..errors import EqiforgeError
+from .candidates import active_selection, sweep
+from .profile import profile
+
+NO_CUDA = "eqiforge cost profile: no CUDA device here, nothing measured (run it on a GPU machine; see bench/data/README.md)"
+
+
+def table_device(cuda_name: str):
+    """The device-table entry a CUDA device name (e.g. 'NVIDIA H100 80GB HBM3') refers to."""
+    key = cuda_name.upper().replace(" ", "")
+    for name in sorted(DEVICES, key=len, reverse=True):
+        if name.upper() in key:
+            return DEVICES[name]
+    raise EqiforgeError(f"CUDA device {cuda_name!r} is not in the device table {sorted(DEVICES)}")
+
+
+def _profile(args) -> int:
+    from .measure import cuda_available, cuda_timer
+    if not cuda_available():
+        print(NO_CUDA, file=sys.stderr)
+        return 0
+    import torch
+    device = table_device(torch.cuda.get_device_name())
+    out = Path(args.out or learned.DATA_DIR / device.name)
+    groups = sweep(device, args.seed)
+    if args.active:
+        model = learned.LearnedModel.load(out / learned.MODEL_FILE)
+        pool = [r for g in itertools.islice(sweep(device, args.seed + 1), args.pool) for r in g]
+        groups = [active_selection(model, pool, args.records, record_features)]
+    run = profile(out, groups, cuda_timer, device.name, learned.library_versions(), args.budget, args.records)
+    print(f"measured {run.measured}, failed {run.failed}, already present {run.skipped}; stopped: {run.stop}; "
+          f"records in {out}")
+    return 0
+
+
+def _train(args) -> int:
+    records = read_records(args.data)
+    model = train_model(records, args.held_out, args.seed, epochs=args.epochs)
+    where = model.save(args.out or Path(args.data) / learned.MODEL_FILE)
+    print(f"{model.name}: written to {where}")
+    return 0
+
+
+def _eval(args) -> int:
+    records = read_records(args.data)
+    model = learned.LearnedModel.load(args.model or Path(args.data) / learned.MODEL_FILE)
+    print(f"held-out shapes of {args.data} ({model.device.name}):")
+    print(table(evaluate_models(records, [model], args.held_out, args.seed)))
+    return 0
+
+
+def add_commands(sub) -> None:
+    cost = sub.add_parser("cost", help="profile kernels, train and evaluate the learned cost model")
+    verbs = cost.add_subparsers(dest="cost_command", required=True)
+    p = verbs.add_parser("profile", help="measure kernels on this CUDA device (exits 0 with a note without one)")
+    p.add_argument("--out", help="records directory (default bench/data/<device>)")
+    p.add_argument("--budget", type=float, default=600.0, help="seconds to spend measuring (default 600)")
+    p.add_argument("--records", type=int, default=None, help="stop after this many new records")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--active", action="store_true",
+                   help="measure where the saved model is unsure or predicts the best (needs model.npz in --out)")
+    p.add_argument("--pool", type=int, default=2000, help="--active: candidate groups to choose from")
+    p.set_defaults(run=_profile)
+    for verb, run, about in (("train", _train, "fit the learned model on the training shapes"),
+                             ("eval", _eval, "top-1/top-5 slowdown, Kendall tau and MAPE on held-out shapes")):
+        v = verbs.add_parser(verb, help=about)
+        v.add_argument("--data", required=True, help="a records file or a directory of *.jsonl")
+        v.add_argument("--held-out", type=float, default=0.25, help="fraction of shapes held out (default 0.25)")
+        v.add_argument("--seed", type=int, default=0, help="shape-split and training seed")
+        if verb == "train":
+            v.add_argument("--epochs", type=int, default=400)
+            v.add_argument("--out", help="model file (default DATA/model.npz)")
+        else:
+            v.add_argument("--model", help="model file (default DATA/model.npz)")
+        v.set_defaults(run=run)
+
+
+def main(argv=None) -> int:
+    """``python -m eqiforge.profiling profile|train|eval ...``: the cost commands without the rest of the CLI
+    (whose other commands import egglog, which a GPU machine may lack)."""
+    import argparse
+    parser = argparse.ArgumentParser(prog="python -m eqiforge.profiling")
+    add_commands(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(["cost", *(argv if argv is not None else sys.argv[1:])])
+    try:
+        return args.run(args)
+    except EqiforgeError as err:
+        print(f"eqiforge: error: {err}", file=sys.stderr)
+        return 2
