@@ -1,0 +1,160 @@
+"""Optimize the GPU suite here (CPU, egglog) and export each plan for ``run.py`` on a GPU machine.
+
+The GPU machine has no egglog, so plans are optimized here: each program of the suite (built-in examples at
+GPU sizes, fp16 and fp32) goes through ``eqiforge.optimize(..., backend="triton", device="H200")`` (priced
+for the GPU lent to this project), and ``OptimizedModule.export`` writes the standalone plan (plan.py, params.pt, meta.json). Then:
+
+- params.pt is rewritten without the parameters that equal a weight of the program: run.py rebuilds the
+  program from its seed and takes them from there (``params_from_module`` in program.json). Only folded
+  constants stay, so the folder that travels to the GPU machine stays small (checked: SIZE_LIMIT_MB);
+- check.pt: fingerprints of the weights and inputs, the reference outputs (eager PyTorch in float32 on this
+  CPU; for fp16 programs from the fp16-rounded weights and inputs), REFERENCE_POINTS sampled elements per
+  output, and the tolerance: fp32 1e-4; fp16 1e-2 (eager fp16 itself is 0.3-2e-3 off at these sizes);
+- program.json: how to rebuild program and inputs, the FLOPs of GEMM-heavy programs, and what the optimizer
+  reported (predicted time, e-graph size, kernels, fallbacks, optimize seconds).
+
+    python bench/gpu/export_plans.py                     # the GPU suite -> bench/gpu/plans (about a minute)
+    python bench/gpu/export_plans.py --tiny --out DIR    # tiny sizes, for the tests (run.py --dry-run-cpu)
+"""
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import shutil
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from torch.utils.flop_counter import FlopCounterMode
+
+import eqiforge
+import run
+
+SIZE_LIMIT_MB = 48  # the carried paths travel in 64 MiB with the rest
+REFERENCE_POINTS = 16384
+TOLERANCE = {"float32": 1e-4, "float16": 1e-2}
+SEED = 0
+
+# GPU sizes: a BERT-base layer at batch 8 x 512 tokens; 4096-wide MLP and matrices; a rank-64 weight of 8192^2.
+# Tiny sizes: not multiples of any tile, for the interpreter.
+SIZES = {
+    "gpu": {"d": 768, "heads": 12, "ffn": 3072, "batch": 8, "seq": 512, "mlp": 4096, "tokens": 4096,
+            "chain": 4096, "rank_n": 8192, "rank": 64, "rank_rows": 2048, "sums": 4096, "norm": 4096,
+            "norm_rows": 8192},
+    "tiny": {"d": 24, "heads": 2, "ffn": 40, "batch": 2, "seq": 5, "mlp": 40, "tokens": 9, "chain": 33,
+             "rank_n": 40, "rank": 3, "rank_rows": 7, "sums": 33, "norm": 40, "norm_rows": 6},
+}
+
+
+@dataclass(frozen=True)
+class Entry:
+    example: str  # the built-in example (or block) this scales up
+    module: list  # [[qualified class, kwargs], ...]: several make an nn.Sequential
+    inputs: list  # input shapes (standard normal)
+    dtypes: tuple = ("float16", "float32")
+    count_flops: bool = False  # GEMM-heavy and algebra leaves its FLOPs alone: run.py reports TFLOP/s
+
+
+def suite(s: dict) -> list[Entry]:
+    """The programs, most important first (max-autotune, the last pass on the GPU, gets them in this order)."""
+    return [
+        Entry("transformer_layer", [["eqiforge.examples.EncoderLayer", {"d": s["d"], "heads": s["heads"],
+                                                                         "ffn": s["ffn"]}]],
+              [[s["batch"], s["seq"], s["d"]]], count_flops=True),
+        Entry("mlp", [["eqiforge.examples.MLP", {"d": s["mlp"], "hidden": s["mlp"]}]], [[s["tokens"], s["mlp"]]],
+              count_flops=True),
+        Entry("low_rank", [["eqiforge.examples.LowRank", {"n": s["rank_n"], "r": s["rank"]}]],
+              [[s["rank_rows"], s["rank_n"]]]),
+        # fp32 only: each product of standard-normal n x n matrices grows sqrt(n)-fold, past fp16's range
+        Entry("matmul_chain", [["eqiforge.examples.MatmulChain", {}]], [[s["chain"]] * 2] * 3 + [[s["chain"]]],
+              dtypes=("float32",)),
+        Entry("row_sums", [["eqiforge.examples.RowSums", {}]], [[s["sums"]] * 2] * 2),
+        Entry("layernorm_softmax", [["torch.nn.LayerNorm", {"normalized_shape": s["norm"]}],
+                                    ["torch.nn.Softmax", {"dim": -1}]], [[s["norm_rows"], s["norm"]]]),
+    ]
+
+
+def specs(sizes: dict) -> list[tuple[dict, bool]]:
+    """(program.json spec, count FLOPs) per suite entry and dtype."""
+    short = {"float16": "fp16", "float32": "fp32"}
+    pairs = [(entry, dtype) for entry in suite(sizes) for dtype in entry.dtypes]
+    return [({"entry": f"{e.example}_{short[dtype]}", "example": e.example, "module": e.module, "inputs": e.inputs,
+              "dtype": dtype, "seed": SEED, "order": order}, e.count_flops)
+            for order, (e, dtype) in enumerate(pairs)]
+
+
+def params_from_module(params: dict[str, torch.Tensor], module: torch.nn.Module) -> dict[str, str]:
+    """Plan parameter -> the module's state entry holding the same tensor (shape, dtype and values)."""
+    state = module.state_dict()
+    found = {}
+    for key, t in params.items():
+        for name, s in state.items():
+            if s.shape == t.shape and s.dtype == t.dtype and torch.equal(s, t):
+                found[key] = name
+                break
+    return found
+
+
+def reference(module: torch.nn.Module, inputs) -> tuple[tuple[torch.Tensor, ...], int]:
+    """Eager outputs in float32 (fp16 programs: from their fp16-rounded weights and inputs) and their FLOPs."""
+    with torch.no_grad(), FlopCounterMode(display=False) as counter:
+        outs = copy.deepcopy(module).float()(*(t.float() for t in inputs))
+    return run.as_tuple(outs), counter.get_total_flops()
+
+
+def export(spec: dict, count_flops: bool, folder: Path) -> dict:
+    """Optimize one program, export its plan into ``folder``, add check.pt and program.json; the table row."""
+    module, inputs = run.build_program(spec)
+    start = time.perf_counter()
+    opt = eqiforge.optimize(module, inputs, backend="triton", device="H200")  # the GPU lent to this project
+    seconds = time.perf_counter() - start
+    opt.export(folder)
+    params = opt.runner.params
+    from_module = params_from_module(params, module)
+    torch.save({k: v for k, v in params.items() if k not in from_module}, folder / "params.pt")
+    outs, flops = reference(module, inputs)
+    tolerance = TOLERANCE[spec["dtype"]]
+    torch.save({"fingerprints": run.fingerprints(module, inputs, from_module), "tolerance": tolerance,
+                "reference": [run.reference_of(o, REFERENCE_POINTS) for o in outs]}, folder / "check.pt")
+    r, generated = opt.report, opt.runner.generated
+    program = {**spec, "params_from_module": from_module, "flops": flops if count_flops else None,
+               "tolerance": tolerance, "predicted_us": r.predicted_after * 1e6,
+               "predicted_us_as_written": r.predicted_before * 1e6, "cost_model": r.cost_model,
+               "enodes": r.enodes, "eclasses": r.eclasses, "stop_reason": r.stop_reason,
+               "kernels": len(generated.kernels), "fallbacks": generated.fallbacks, "optimize_s": seconds}
+    (folder / "program.json").write_text(json.dumps(program, indent=2) + "\n")
+    mb = sum(f.stat().st_size for f in folder.iterdir()) / 2**20
+    return {"entry": spec["entry"], "kernels": program["kernels"], "predicted us": f"{program['predicted_us']:.1f}",
+            "e-nodes": r.enodes, "optimize s": f"{seconds:.1f}", "MiB": f"{mb:.2f}"}
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--out", type=Path, default=run.PLANS, help="folder of plan folders (default: bench/gpu/plans)")
+    p.add_argument("--tiny", action="store_true", help="tiny sizes (tests: run.py --dry-run-cpu)")
+    p.add_argument("--programs", help="comma-separated entries to export (default: all; others are kept)")
+    args = p.parse_args(argv)
+    chosen = [(spec, flops) for spec, flops in specs(SIZES["tiny" if args.tiny else "gpu"])
+              if not args.programs or spec["entry"] in args.programs.split(",")]
+    if not args.programs:  # a full export replaces the previous one (only folders this script wrote)
+        for stale in args.out.glob("*/program.json"):
+            shutil.rmtree(stale.parent)
+    rows = []
+    for spec, flops in chosen:
+        print(f"exporting {spec['entry']} ...", flush=True)
+        rows.append(export(spec, flops, args.out / spec["entry"]))
+    total = sum(f.stat().st_size for f in args.out.rglob("*") if f.is_file()) / 2**20
+    print("\n| " + " | ".join(rows[0]) + " |\n|" + "---|" * len(rows[0]))
+    print("\n".join("| " + " | ".join(str(v) for v in row.values()) + " |" for row in rows))
+    print(f"\n{len(rows)} plans in {args.out}, {total:.1f} MiB in all (limit {SIZE_LIMIT_MB} MiB)")
+    if total > SIZE_LIMIT_MB:
+        print(f"too large to carry: {args.out} must stay under {SIZE_LIMIT_MB} MiB")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

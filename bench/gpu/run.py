@@ -1,0 +1,401 @@
+"""Check and time exported EqiForge plans on a GPU: eager, torch.compile (default, max-autotune), EqiForge.
+
+The GPU machine has torch and triton but no egglog and no package registry, so this file imports only
+torch, triton and ``eqiforge.examples`` (to rebuild each program for eager and torch.compile). Plans come
+from ``export_plans.py``, one folder each under ``bench/gpu/plans/``:
+
+- ``plan.py``: the generated module (torch + triton only), called as ``forward(*inputs, params=params)``;
+- ``params.pt``: the plan parameters the program cannot rebuild (folded constants); the weights are taken
+  from the program rebuilt here (``params_from_module`` in program.json), which keeps the carried files small;
+- ``program.json``: how to rebuild program and inputs (modules with keyword arguments, input shapes, dtype,
+  seed) and what the optimizer reported (predicted time, e-graph size, kernels);
+- ``check.pt``: fingerprints of the weights and inputs (the seeded CPU generator must rebuild them exactly),
+  the reference outputs (eager PyTorch in float32 on the exporting CPU; sampled elements of large outputs)
+  and the tolerance.
+
+A plan is correct when its largest relative error (largest |difference| over largest |reference|) is within
+the tolerance both against the recorded reference and against eager on this GPU (every element). Times are
+``triton.testing.do_bench`` medians in ms, each call on the next of several input sets. The work runs in
+three passes so that the time budget cuts the least important numbers: 1) every plan: check, time eager and
+EqiForge; 2) torch.compile (default) of every program; 3) max-autotune while the budget allows. Results are
+rewritten after every step, so a kill leaves the partial results: ``gpu.json`` and ``gpu.md`` in ``--out``;
+a short table is printed last.
+
+    python bench/gpu/run.py [--plans bench/gpu/plans] [--out bench/results] [--budget-s 420] [--no-max-autotune]
+    python bench/gpu/run.py --dry-run-cpu --plans DIR --out DIR   # tiny plans on a CPU, Triton interpreter
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import importlib
+import importlib.util
+import itertools
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))  # eqiforge.examples from this checkout: nothing is installed on the GPU machine
+
+PLANS = ROOT / "bench" / "gpu" / "plans"
+RESULTS = ROOT / "bench" / "results"
+BUILDERS = ("eqiforge.examples.", "torch.nn.")  # where program.json may name modules (neither pulls egglog)
+COMPILE_MODES = {"compile": {}, "max-autotune": {"mode": "max-autotune"}}
+FINGERPRINT_POINTS = 64
+NO_CUDA = ("run.py: no CUDA device here, nothing to time. Run bench/gpu/run.sh on a GPU machine "
+           "(--dry-run-cpu checks the plans on a CPU under the Triton interpreter).")
+
+
+# ------------------------------------------------------------------ shared with export_plans.py
+
+def build_program(spec: dict) -> tuple[torch.nn.Module, tuple[torch.Tensor, ...]]:
+    """(module in eval mode, inputs) of a program.json spec, on the CPU, in the spec's dtype.
+
+    Weights come from ``torch.manual_seed(seed)`` and the standard-normal inputs from a CPU generator seeded
+    the same, so two machines build the same tensors (check.pt's fingerprints verify it). Several modules
+    in ``spec["module"]`` make an ``nn.Sequential``."""
+    torch.manual_seed(spec["seed"])
+    layers = [_resolve(name)(**kwargs) for name, kwargs in spec["module"]]
+    module = layers[0] if len(layers) == 1 else torch.nn.Sequential(*layers)
+    dtype = getattr(torch, spec["dtype"])
+    gen = torch.Generator().manual_seed(spec["seed"])
+    inputs = tuple(torch.randn(shape, generator=gen).to(dtype) for shape in spec["inputs"])
+    return module.eval().to(dtype), inputs
+
+
+def _resolve(qualname: str):
+    if not qualname.startswith(BUILDERS):
+        raise ValueError(f"{qualname!r}: programs are built from {BUILDERS} only (the GPU machine has no egglog)")
+    module, _, name = qualname.rpartition(".")
+    return getattr(importlib.import_module(module), name)
+
+
+def fingerprints(module: torch.nn.Module, inputs, from_module: dict[str, str]) -> dict[str, torch.Tensor]:
+    """Evenly spaced elements of every input and of the weights the plan takes from the module."""
+    state = module.state_dict()
+    tensors = {**{f"input {i}": t for i, t in enumerate(inputs)},
+               **{f"param {key}": state[name] for key, name in from_module.items()}}
+    return {key: _points(t.reshape(-1)) for key, t in tensors.items()}
+
+
+def _points(flat: torch.Tensor) -> torch.Tensor:
+    return flat[torch.arange(FINGERPRINT_POINTS) * (flat.numel() - 1) // (FINGERPRINT_POINTS - 1)].clone()
+
+
+def as_tuple(out) -> tuple:
+    return tuple(out) if isinstance(out, (tuple, list)) else (out,)
+
+
+def reference_of(out: torch.Tensor, points: int | None = None, seed: int = 0) -> dict:
+    """A reference for ``out``: float32 values of every element, or of ``points`` sampled ones (and the first
+    and last) when it has more."""
+    flat = out.detach().reshape(-1).float()
+    index = None
+    if points is not None and flat.numel() > points:
+        gen = torch.Generator().manual_seed(seed)
+        drawn = torch.randint(flat.numel(), (points,), generator=gen)
+        index = torch.unique(torch.cat([drawn, torch.tensor([0, flat.numel() - 1])]))
+    return {"shape": list(out.shape), "index": index, "values": (flat if index is None else flat[index]).clone()}
+
+
+def max_rel_error(outs, references: list[dict]) -> float:
+    """Largest |out - reference| over the largest |reference|, worst over the outputs (inf on a mismatch)."""
+    if len(outs) != len(references):
+        return float("inf")
+    worst = 0.0
+    for out, ref in zip(outs, references):
+        if list(out.shape) != ref["shape"]:
+            return float("inf")
+        flat = out.detach().reshape(-1).float().cpu()
+        got = flat if ref["index"] is None else flat[ref["index"]]
+        want = ref["values"].float().cpu()
+        worst = max(worst, ((got - want).abs().max() / want.abs().max().clamp_min(1e-30)).item())
+    return worst
+
+
+# ------------------------------------------------------------------------------------ timing
+
+def gpu_ms(fn, input_sets) -> float:
+    """Median ms of ``fn`` by ``triton.testing.do_bench`` (L2 flushed between calls), inputs rotated."""
+    from triton.testing import do_bench
+    sets = itertools.cycle(input_sets)
+    with torch.no_grad():
+        return do_bench(lambda: fn(next(sets)), return_mode="median")
+
+
+def cpu_ms(fn, input_sets, calls: int = 3) -> float:
+    """Dry run: median wall ms of a few calls. Interpreter times mean nothing; the plumbing is under test."""
+    times = []
+    with torch.no_grad():
+        for inputs in itertools.islice(itertools.cycle(input_sets), calls):
+            start = time.perf_counter()
+            fn(inputs)
+            times.append((time.perf_counter() - start) * 1e3)
+    return statistics.median(times)
+
+
+def expected_seconds(variant: str, record: dict) -> float:
+    """Budget a compile variant needs to start: a cold inductor compile of one of these programs takes
+    ~5-30 s; max-autotune benchmarks GEMM configs on top, estimated from the default compile's time."""
+    if variant == "compile":
+        return 30.0
+    return max(60.0, 4 * record["compile_s"].get("compile", 30.0))
+
+
+# ------------------------------------------------------------------------------------ the run
+
+@dataclass
+class Program:
+    folder: Path
+    spec: dict
+    record: dict
+    module: torch.nn.Module | None = None
+    input_sets: list = field(default_factory=list)
+    check: dict = field(default_factory=dict)
+
+
+class Session:
+    """One run: the device, the time budget, the results so far and where they are written."""
+
+    def __init__(self, args):
+        self.dry = args.dry_run_cpu
+        self.device = torch.device("cpu" if self.dry else "cuda")
+        self.time_ms = cpu_ms if self.dry else gpu_ms
+        self.input_sets = args.input_sets
+        self.started = time.monotonic()
+        self.deadline = self.started + args.budget_s
+        self.paths = [args.out / f"{'gpu_dry_run' if self.dry else 'gpu'}.{ext}" for ext in ("json", "md")]
+        self.results = {"machine": machine(self.device), "budget_s": args.budget_s, "input_sets": args.input_sets,
+                        "mode": "dry run on a CPU (Triton interpreter; times are not measurements)" if self.dry
+                        else "CUDA", "programs": {}}
+
+    def left(self) -> float:
+        return self.deadline - time.monotonic()
+
+    def attempt(self, prog: Program, step: str, fn) -> bool:
+        """Run one step of a program; an exception is recorded under ``errors[step]`` and the run goes on."""
+        try:
+            fn(prog)
+            return True
+        except Exception as err:  # noqa: BLE001 - one failing program must not stop the others
+            traceback.print_exc()
+            first = (str(err).strip().splitlines() or [""])[0]
+            prog.record["errors"][step] = f"{type(err).__name__}: {first[:300]}"
+            return False
+        finally:
+            self.save()
+
+    def load(self, folder: Path) -> Program:
+        spec = json.loads((folder / "program.json").read_text())
+        record = {"dtype": spec["dtype"], "inputs": spec["inputs"], "kernels": spec["kernels"],
+                  "predicted_us": spec["predicted_us"], "flops": spec["flops"], "tolerance": spec["tolerance"],
+                  "correct": None, "ms": {}, "compile_s": {}, "skipped": {}, "errors": {}}
+        self.results["programs"][spec["entry"]] = record
+        return Program(folder, spec, record)
+
+    def prepare(self, prog: Program) -> None:
+        """Rebuild program and inputs, verify them against the exporting machine's, move them to the device."""
+        module, inputs = build_program(prog.spec)
+        prog.check = torch.load(prog.folder / "check.pt", weights_only=True)
+        found = fingerprints(module, inputs, prog.spec["params_from_module"])
+        differ = [key for key, points in prog.check["fingerprints"].items() if not torch.equal(found[key], points)]
+        if differ:
+            raise RuntimeError(f"{differ} rebuilt from the seed differ from the exporting machine's (another "
+                               "random stream?): re-export, or compare torch versions")
+        prog.module = module.to(self.device)
+        first = tuple(t.to(self.device) for t in inputs)
+        prog.input_sets = [first] + [tuple(torch.randn_like(t) for t in first) for _ in range(self.input_sets - 1)]
+
+    def time_eager(self, prog: Program) -> None:
+        prog.record["ms"]["eager"] = self.time_ms(lambda inputs: prog.module(*inputs), prog.input_sets)
+
+    def check_and_time_plan(self, prog: Program) -> None:
+        """Load the standalone plan, compare its outputs with the reference and with eager, time it."""
+        name = f"eqiforge_plan_{prog.spec['entry']}"
+        loader = importlib.util.spec_from_file_location(name, prog.folder / "plan.py")
+        plan = sys.modules[name] = importlib.util.module_from_spec(loader)  # Triton's inspect finds it there
+        loader.loader.exec_module(plan)
+        state = prog.module.state_dict()
+        params = {key: t.to(self.device)
+                  for key, t in torch.load(prog.folder / "params.pt", weights_only=True).items()}
+        params.update({key: state[name] for key, name in prog.spec["params_from_module"].items()})
+
+        def call(inputs):
+            return plan.forward(*inputs, params=params)
+        first = prog.input_sets[0]
+        with torch.no_grad():
+            outs, eager = as_tuple(call(first)), as_tuple(prog.module(*first))
+        rec = prog.record
+        rec["max_rel_err"] = max_rel_error(outs, prog.check["reference"])
+        rec["max_rel_err_vs_eager"] = max_rel_error(outs, [reference_of(e) for e in eager])
+        rec["correct"] = max(rec["max_rel_err"], rec["max_rel_err_vs_eager"]) <= prog.check["tolerance"]
+        rec["ms"]["eqiforge"] = self.time_ms(call, prog.input_sets)
+
+    def time_compiled(self, prog: Program, variant: str) -> None:
+        """torch.compile in ``variant``'s mode; the first calls (compiling) are timed apart, as compile_s."""
+        torch._dynamo.reset()  # each program compiles fresh, no recompile limits across programs
+        compiled = torch.compile(prog.module, **({"backend": "eager"} if self.dry else COMPILE_MODES[variant]))
+        start = time.perf_counter()
+        with torch.no_grad():
+            for inputs in prog.input_sets:
+                compiled(*inputs)
+        if not self.dry:
+            torch.cuda.synchronize()
+        prog.record["compile_s"][variant] = time.perf_counter() - start
+        prog.record["ms"][variant] = self.time_ms(lambda inputs: compiled(*inputs), prog.input_sets)
+
+    def run(self, folders: list[Path], skip: dict[str, str]) -> None:
+        """The three passes: plans with eager, then each compile mode (unless in ``skip``, with the reason)."""
+        programs = []
+        for folder in folders:
+            prog = self.load(folder)
+            if self.left() <= 0:
+                prog.record["skipped"]["all"] = "time budget"
+            elif self.attempt(prog, "program", self.prepare):
+                self.attempt(prog, "eager", self.time_eager)
+                self.attempt(prog, "eqiforge", self.check_and_time_plan)
+                programs.append(prog)
+        for variant in COMPILE_MODES:
+            for prog in programs:
+                need = expected_seconds(variant, prog.record)
+                if variant in skip:
+                    prog.record["skipped"][variant] = skip[variant]
+                elif self.left() < need:
+                    left = max(self.left(), 0)
+                    prog.record["skipped"][variant] = f"time budget ({left:.0f} s left, ~{need:.0f} s needed)"
+                else:
+                    self.attempt(prog, variant, lambda prog: self.time_compiled(prog, variant))
+        self.save()
+
+    def save(self) -> None:
+        self.results["elapsed_s"] = time.monotonic() - self.started
+        for record in self.results["programs"].values():
+            record.update(derived(record))
+        texts = [json.dumps(self.results, indent=2) + "\n", markdown(self.results)]
+        for path, text in zip(self.paths, texts):
+            tmp = path.with_name(path.name + ".tmp")  # written whole, then renamed: a kill leaves a valid file
+            tmp.write_text(text)
+            tmp.replace(path)
+
+
+def machine(device: torch.device) -> dict:
+    import triton
+    name = torch.cuda.get_device_name(device) if device.type == "cuda" else \
+        f"CPU ({platform.machine()}), Triton interpreter"
+    return {"device": name, "torch": torch.__version__, "triton": triton.__version__, "cuda": torch.version.cuda,
+            "python": platform.python_version(),
+            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "fp32_matmul_precision": torch.get_float32_matmul_precision()}
+
+
+def derived(record: dict) -> dict:
+    """Ratios of EqiForge's time to the others' (< 1: EqiForge is faster) and TFLOP/s where FLOPs are known."""
+    ms = record["ms"]
+    ours = ms.get("eqiforge")
+    ratios = {f"eqiforge/{v}": ours / ms[v] for v in ("eager", *COMPILE_MODES) if ours and ms.get(v)}
+    tflops = {v: record["flops"] / (t * 1e-3) / 1e12 for v, t in ms.items() if record["flops"] and t}
+    return {"ratios": ratios, "tflops": tflops}
+
+
+# ------------------------------------------------------------------------------------ tables
+
+def _num(value, fmt: str) -> str:
+    return "-" if value is None else format(value, fmt)
+
+
+def _notes(r: dict) -> str:
+    notes = [f"{step} skipped: {why}" for step, why in r["skipped"].items()]
+    notes += [f"{step} failed: {why[:100]}" for step, why in r["errors"].items()]
+    return "; ".join(notes)
+
+
+COLUMNS = {
+    "program": lambda name, r: name,
+    "dtype": lambda name, r: r.get("dtype", "-"),
+    "correct": lambda name, r: {True: "yes", False: "NO", None: "-"}[r.get("correct")],
+    "max rel err": lambda name, r: _num(r.get("max_rel_err"), ".1e"),
+    "vs eager here": lambda name, r: _num(r.get("max_rel_err_vs_eager"), ".1e"),
+    "eager ms": lambda name, r: _num(r["ms"].get("eager"), ".3f"),
+    "compile ms": lambda name, r: _num(r["ms"].get("compile"), ".3f"),
+    "max-autotune ms": lambda name, r: _num(r["ms"].get("max-autotune"), ".3f"),
+    "EqiForge ms": lambda name, r: _num(r["ms"].get("eqiforge"), ".3f"),
+    "/eager": lambda name, r: _num(r.get("ratios", {}).get("eqiforge/eager"), ".2f"),
+    "/compile": lambda name, r: _num(r.get("ratios", {}).get("eqiforge/compile"), ".2f"),
+    "/max-autotune": lambda name, r: _num(r.get("ratios", {}).get("eqiforge/max-autotune"), ".2f"),
+    "TFLOP/s eager, EqiForge": lambda name, r: ", ".join(_num(r.get("tflops", {}).get(v), ".1f")
+                                                         for v in ("eager", "eqiforge")) if r.get("flops") else "",
+    "compile s": lambda name, r: ", ".join(f"{v} {s:.0f}" for v, s in r["compile_s"].items()),
+    "kernels": lambda name, r: str(r.get("kernels", "-")),
+    "notes": lambda name, r: _notes(r),
+}
+SHORT = ("program", "correct", "eager ms", "compile ms", "max-autotune ms", "EqiForge ms", "/eager", "/compile",
+         "/max-autotune")
+
+
+def table(results: dict, columns=tuple(COLUMNS)) -> str:
+    rows = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    rows += ["| " + " | ".join(COLUMNS[c](name, r) for c in columns) + " |" for name, r in results["programs"].items()]
+    return "\n".join(rows)
+
+
+def markdown(results: dict) -> str:
+    m = results["machine"]
+    return "\n".join([
+        f"# GPU benchmark ({m['date']})", "",
+        f"{m['device']}, torch {m['torch']}, triton {m['triton']}, CUDA {m['cuda']}; {results['mode']}; "
+        f"fp32 matmul precision {m['fp32_matmul_precision']} (no TF32, like the plans' IEEE dots); "
+        f"{results['elapsed_s']:.0f} s of a {results['budget_s']:.0f} s budget.", "",
+        f"Median ms per call (`triton.testing.do_bench`, inputs rotated over {results['input_sets']} sets); "
+        "/eager, /compile, /max-autotune: EqiForge's time over theirs (< 1: EqiForge is faster); "
+        "max rel err: against the eager float32 reference of the exporting CPU; vs eager here: against "
+        "eager on this device; compile s: seconds of the first calls (excluded from the times).", "",
+        table(results), ""])
+
+
+# ------------------------------------------------------------------------------------ main
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--plans", type=Path, default=PLANS, help="folder of exported plans (export_plans.py)")
+    p.add_argument("--out", type=Path, default=RESULTS, help="where gpu.json and gpu.md go")
+    p.add_argument("--budget-s", type=float, default=420.0, help="wall seconds for all work; the rest is skipped")
+    p.add_argument("--input-sets", type=int, default=4, help="input sets the timed calls rotate over")
+    p.add_argument("--programs", help="comma-separated entries to run (default: all)")
+    p.add_argument("--no-max-autotune", action="store_true", help="skip torch.compile(mode='max-autotune')")
+    p.add_argument("--dry-run-cpu", action="store_true",
+                   help="check the (tiny) plans on a CPU under the Triton interpreter; torch.compile uses its "
+                        "'eager' backend; writes gpu_dry_run.json/.md")
+    args = p.parse_args(argv)
+    if args.dry_run_cpu:
+        os.environ["TRITON_INTERPRET"] = "1"  # before the plans import triton
+    elif not torch.cuda.is_available():
+        print(NO_CUDA)
+        return 0
+    folders = sorted((f.parent for f in args.plans.glob("*/program.json")),
+                     key=lambda f: json.loads((f / "program.json").read_text())["order"])
+    if args.programs:
+        folders = [f for f in folders if f.name in args.programs.split(",")]
+    if not folders:
+        print(f"run.py: no exported plans under {args.plans}: run bench/gpu/export_plans.py where egglog is "
+              "installed and carry bench/gpu/plans here")
+        return 1
+    torch.set_float32_matmul_precision("highest")
+    args.out.mkdir(parents=True, exist_ok=True)
+    session = Session(args)
+    session.run(folders, skip={"max-autotune": "--no-max-autotune"} if args.no_max_autotune else {})
+    print(f"\nwritten: {', '.join(map(str, session.paths))}\n")
+    print(table(session.results, SHORT))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
