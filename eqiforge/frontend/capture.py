@@ -5,9 +5,11 @@ core ATen (keeping whole the few composites the IR has as single ops, see ``aten
 by :func:`fx_to_ir`. Shapes are specialised to the example inputs.
 
 Parameters, buffers and lifted tensor constants become ``Param`` leaves when ``fold_params`` is true:
-inference semantics, with their values snapshotted (copied) at capture time, so the optimizer may fold them
-(precompute ``W1 @ W2``, say). Later changes to the module's weights are not seen. With ``fold_params=False``
-they stay graph inputs, and :attr:`Captured.param_inputs` holds the tensors to feed them at call time.
+inference semantics, so the optimizer may fold them (precompute ``W1 @ W2``, say). The plan shares their
+memory (no second copy of the weights); what it folded is computed once, so later changes to the module's
+weights are only seen by the parts that were not folded: re-optimize after changing weights. With
+``fold_params=False`` they stay graph inputs, and :attr:`Captured.param_inputs` holds the tensors to feed
+them at call time.
 """
 from __future__ import annotations
 
@@ -63,7 +65,7 @@ def capture(fn_or_module, example_inputs, *, fold_params: bool = True) -> Captur
     state = {spec.arg.name: _state_value(program, spec.target)
              for spec in signature.input_specs if spec.kind in STATE_KINDS}
     if fold_params:
-        graph = fx_to_ir(program.graph_module, params={k: v.detach().clone() for k, v in state.items()})
+        graph = fx_to_ir(program.graph_module, params={k: v.detach() for k, v in state.items()})  # shared memory
         param_inputs = {}
     else:
         graph = fx_to_ir(program.graph_module)
