@@ -12,7 +12,6 @@ from .egraph import saturate as sat
 from .errors import EqiforgeError
 from .extract import Extraction, extract
 from .lower.plan import build_plan, price
-from .lower.codegen import generate
 from .lower.torch_fx import to_graph_module
 from .report import Report, StageTimer
 from .runtime import OptimizedModule
@@ -86,10 +85,8 @@ def _lower(plan, input_names, bound, backend):
     if backend == "torch":
         gm = to_graph_module(plan.graph, input_names, bound)
         return gm, gm.code, []
-    generated = generate(plan, input_names, bound=list(bound or {}))
-    params = {**plan.graph.params, **(bound or {})}
-    notes = [f"{k} runs in PyTorch: {why}" for k, why in generated.fallbacks.items()]
-    return GeneratedPlan(generated, params, "eqiforge_plan"), generated.source, notes
+    runner = GeneratedPlan(plan, input_names, {**plan.graph.params, **(bound or {})}, list(bound or {}))
+    return runner, runner.source, runner.notes
 
 
 def _input_node(graph, name: str) -> int:

@@ -135,6 +135,22 @@ def test_a_kernel_without_template_runs_in_pytorch_and_the_report_says_so():
     opt = eqiforge.optimize(fn, inputs, backend="triton")
     with torch.no_grad():
         assert_close(opt(*inputs), fn(*inputs))
-    assert "@triton.jit" not in opt.source and "no Triton template" in opt.source
+    assert "@triton.jit" not in opt.source and "kernel0_pointwise in PyTorch: dtype float64" in opt.source
     assert any("runs in PyTorch" in note for note in opt.report.lowering_notes)
     assert "lowering" in opt.report.summary()
+
+
+def test_a_kernel_that_fails_to_build_falls_back_to_pytorch_at_its_first_call():
+    fn, inputs = examples.load("mlp")
+    opt = eqiforge.optimize(fn, inputs, backend="triton")
+    first = opt.runner.generated.kernels[0]
+
+    def fail(*args):
+        raise RuntimeError("simulated Triton compilation failure")
+    fail.__name__ = fail.__qualname__ = first
+    fail.__code__ = fail.__code__.replace(co_name=first)
+    setattr(opt.runner.module, first, fail)
+    with torch.no_grad():
+        assert_close(opt(*inputs), fn(*inputs))
+    assert first not in opt.runner.generated.kernels and f"{first} in PyTorch" in opt.source
+    assert any(first in note and "could not be built" in note for note in opt.report.lowering_notes)

@@ -198,9 +198,12 @@ def extern_call(key: str, ext: ExternCall, args: list[str]) -> str | None:
 
 # -------------------------------------------------------------------------------------------- module
 
-def generate(plan: Plan, input_names: list[str], title: str = "plan", bound: list[str] = ()) -> GeneratedModule:
+def generate(plan: Plan, input_names: list[str], title: str = "plan", bound: list[str] = (),
+             in_torch: dict[str, str] | None = None) -> GeneratedModule:
     """The standalone module for ``plan``: kernels first, then ``forward``. Inputs named in ``bound`` (live
-    parameters, when constants are not folded) are read from ``params`` like parameters."""
+    parameters, when constants are not folded) are read from ``params`` like parameters; kernels named in
+    ``in_torch`` (name -> why) run as PyTorch code."""
+    in_torch = in_torch or {}
     graph = plan.graph
     gen = GeneratedModule("", {})
     parts, body = [], []
@@ -236,15 +239,17 @@ def generate(plan: Plan, input_names: list[str], title: str = "plan", bound: lis
         elif ops.get(n.op).kind == "kernel":
             spec, operand_ids = kernel_spec(graph, i)
             operands = [names[j] for j in operand_ids]
-            kname = f"kernel{len(gen.kernels)}_{n.op[:-1].lower()}"
+            kname = f"kernel{len(gen.kernels) + len(gen.fallbacks)}_{n.op[:-1].lower()}"
             try:
+                if kname in in_torch:
+                    raise UnsupportedSpec(in_torch[kname])
                 parts.append(render(spec, kname, describe(graph, i, plan.node_seconds.get(i, 0.0))))
                 body.append(f"{var} = torch.empty({n.shape}, dtype={dtype_src(n.dtype)}, device={device})")
                 body.append(f"{kname}({var}, {', '.join(operands)})")
                 gen.kernels.append(kname)
             except UnsupportedSpec as err:
                 gen.fallbacks[kname] = str(err)
-                body.append(f"{var} = {kernel_in_torch(spec, operands)}  # {kname}: no Triton template ({err})")
+                body.append(f"{var} = {kernel_in_torch(spec, operands)}  # {kname} in PyTorch: {err}")
         else:
             body.append(f"{var} = {torch_call(n, args)}")
         names[i] = var

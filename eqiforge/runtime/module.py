@@ -26,7 +26,7 @@ class OptimizedModule(torch.nn.Module):
     def __init__(self, runner, source: str, input_specs: list[tuple[str, tuple, str]], out_spec, plan, report):
         super().__init__()
         self.runner = runner
-        self.source = source  # the generated code of the lowered plan
+        self._source = source
         self.input_specs = input_specs  # (name, shape, dtype) per flattened tensor input
         self._expected = [(torch.Size(shape), ops.DTYPES[dtype]) for _, shape, dtype in input_specs]
         self.out_spec = out_spec
@@ -47,6 +47,11 @@ class OptimizedModule(torch.nn.Module):
         if self._single_output:
             return outs[0]
         return pytree.tree_unflatten(list(outs), self.out_spec) if self.out_spec is not None else outs
+
+    @property
+    def source(self) -> str:
+        """The generated code of the lowered plan (as it is now: a kernel that failed to build is PyTorch code)."""
+        return getattr(self.runner, "source", self._source)
 
     def export(self, directory, example_inputs=None) -> Path:
         """Write the plan as a standalone deployment: ``plan.py`` (the generated module, importing only torch
