@@ -95,3 +95,29 @@ class RowReduceSpec:
     weight: int | None = None
     bias: int | None = None
     block: int = 1024
+
+
+@dataclass(frozen=True)
+class AttentionSpec:
+    """Fused attention forward (online softmax over tiles of the key axis; S and P never reach memory):
+
+        out[..., i, :] = sum_j softmax_j(scale * q_i . k_j + bias[..., i, j]) v_j
+
+    q: [..., Sq, D]; k: [..., Sk, D] (``k_transposed``: given as [..., D, Sk] and read in place); v: [..., Sk, Dv];
+    out: [..., Sq, Dv]. Batch dims: q's are the output's; k's and v's may have fewer heads in the
+    second-to-last batch dim (grouped-query attention: head h reads key/value head h // (H // Hkv)); size-1
+    batch dims of k, v and bias broadcast. ``causal``: key j is masked for query i when j > i + (Sk - Sq),
+    and key tiles entirely above the diagonal are skipped, not just masked. ``bias``: an additive mask with
+    the output's rank whose last two dims are [Sq, Sk] (size-1 dims broadcast).
+    """
+
+    q: Operand
+    k: Operand
+    v: Operand
+    out: Operand
+    scale: float
+    causal: bool = False
+    k_transposed: bool = False
+    bias: Operand | None = None
+    block_m: int = 64
+    block_n: int = 64
