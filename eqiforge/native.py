@@ -1,7 +1,7 @@
 """Kernel-layer nodes that PyTorch runs as one native call, and those calls.
 
-The torch backend cannot fuse, but a re-formed composite (rules/composite.egg) is one PyTorch op:
-a layer norm with its affine, a softmax, addmm. The cost prior prices exactly these kernel nodes for the
+The torch backend cannot fuse, but a re-formed composite (rules/composite.egg, attention.egg) is one
+PyTorch op: a layer norm with its affine, a softmax, addmm, scaled dot-product attention. The cost prior prices exactly these kernel nodes for the
 torch backend (the rest are never chosen there) and the torch lowering calls them.
 """
 from __future__ import annotations
@@ -29,6 +29,9 @@ def is_native(op: str, attrs: tuple, in_shapes) -> bool:
         n = in_shapes[0][-1]
         return epilogue == ACC or (kind in NORMS and epilogue in (SCALE, AFFINE)
                                    and all(_is_row(s, n) for s in in_shapes[1:]))
+    if op == "AttentionK":  # PyTorch's causal mask is top-left aligned: the same as ours only when square
+        q, k = in_shapes[0], in_shapes[1]
+        return not attrs[2] or q[-2] == (k[-1] if attrs[0] == "T" else k[-2])
     if op == "GemmK":
         _, layout_b, tile, split_k, epilogue = attrs
         if tile or split_k != 1:
@@ -61,4 +64,11 @@ def gemm(a, b, layout_a, layout_b, tile, split_k, epilogue, extras):
     return torch.addmm(extras[0], a, b) if epilogue == BIAS else torch.matmul(a, b)
 
 
-CALLS = {"RowReduceK": row_reduce, "GemmK": gemm}
+def attention(q, k, v, layout_k, scale, causal, extras):
+    """PyTorch's fused scaled_dot_product_attention."""
+    k = k.mT if layout_k == "T" else k
+    bias = extras[0].to(q.dtype) if extras else None
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=bias, is_causal=bool(causal), scale=scale)
+
+
+CALLS = {"RowReduceK": row_reduce, "GemmK": gemm, "AttentionK": attention}

@@ -253,6 +253,27 @@ def row_reduce_kernel(x, kind, prologue, epilogue, eps, extras):
     return evaluate(epilogue, acc, extras).to(_result_dtype(epilogue, x))
 
 
+def _attention_shape(ins, attrs) -> Shape:
+    q, k, v = ins[:3]
+    layout_k = attrs[0]
+    keys = k[-1] if layout_k == "T" else k[-2]
+    if q[:-2] != v[:-2] or keys != v[-2] or (k[-2] if layout_k == "T" else k[-1]) != q[-1]:
+        raise ShapeError(f"attention needs q [..., Sq, D], k [..., Sk, D] and v [..., Sk, Dv], got {q}, {k}, {v}")
+    return q[:-1] + (v[-1],)
+
+
+def attention_kernel(q, k, v, layout_k, scale, causal, extras):
+    """softmax(scale * q k^T + bias, causal-masked) v, in fp32 (what the fused kernel computes)."""
+    kt = k if layout_k == "T" else k.transpose(-1, -2)
+    scores = torch.matmul(q.float(), kt.float()) * scale
+    if extras:
+        scores = scores + extras[0].float()
+    if causal:
+        sq, sk = scores.shape[-2:]
+        scores = scores.masked_fill(torch.ones(sq, sk, dtype=torch.bool).triu(sk - sq + 1), float("-inf"))
+    return torch.matmul(torch.softmax(scores, -1), v.float()).to(q.dtype)
+
+
 _U, _B = ("unary", 1), ("binary", 2)
 _EW = frozenset({"elementwise"})
 _TR = frozenset({"elementwise", "transcendental"})
@@ -317,6 +338,9 @@ OPS: dict[str, OpDef] = {o.name: o for o in [
     OpDef("PointwiseK", "kernel", 0, ("epi", "dims"), _pointwise_shape, pointwise_kernel, frozenset({"kernel"}),
           variadic=True),
     OpDef("RowReduceK", "kernel", 1, ("str", "epi", "epi", "f64"), _row_reduce_shape, row_reduce_kernel,
+          frozenset({"kernel"}), variadic=True),
+    # fused attention: q, k, v; layout of k ("T": given as [..., D, Sk]), scale, causal (0/1); extra: bias
+    OpDef("AttentionK", "kernel", 3, ("str", "f64", "i64"), _attention_shape, attention_kernel,
           frozenset({"kernel"}), variadic=True),
 ]}
 

@@ -466,3 +466,48 @@ def _scaled_sum(rng):
     shape = (b.dim(), b.dim())
     total = b.op("Add", b.x("x", *shape), b.x("y", *shape))
     return b.out(b.op("Mul", total, b.fill(0.125, total))), ["distributive"]
+
+
+# ------------------------------------------------------------------------------------------------ attention
+def _softmax_last(b, x):
+    shape = b.shape(x)
+    last = (len(shape) - 1,)
+    e = b.op("Exp", b.op("Sub", x, b.op("Expand", b.op("Amax", x, attrs=[last]), attrs=[shape])))
+    return b.op("Div", e, b.op("Expand", b.op("Sum", e, attrs=[last]), attrs=[shape]))
+
+
+def _attention_inputs(b, batch, tag=""):
+    sq, sk, d, dv = b.dim(), b.dim(), b.dim(), b.dim()
+    swap = tuple(range(len(batch))) + (len(batch) + 1, len(batch))
+    q, k, v = b.x(f"q{tag}", *batch, sq, d), b.x(f"k{tag}", *batch, sk, d), b.x(f"v{tag}", *batch, sk, dv)
+    return q, b.op("Permute", k, attrs=[swap]), v, (*batch, sq, sk)
+
+
+@case("attention", "attention-scaled", "attention-biased", "attention-scaled-biased", "attention-read-k-3")
+def _attention_forms(rng):
+    b = B(rng)
+    q, kt, v, scores_shape = _attention_inputs(b, (2,))
+    s = b.op("MatMul", q, kt)
+    bias = b.op("Expand", b.x("bias", 1, *scores_shape[1:]), attrs=[scores_shape])
+    scaled = b.op("Mul", s, b.fill(0.3, s))
+    forms = [s, scaled, b.op("Add", s, bias), b.op("Add", scaled, bias)]
+    return b.out(*[b.op("MatMul", _softmax_last(b, x), v) for x in forms]), ["composite", "attention"]
+
+
+@case("attention-read-k-2", "attention-read-k-4")
+def _attention_ranks(rng):
+    b = B(rng)
+    outs = []
+    for batch in ((), (2, 2)):
+        q, kt, v, _ = _attention_inputs(b, batch, tag=str(len(batch)))
+        outs.append(b.op("MatMul", _softmax_last(b, b.op("MatMul", q, kt)), v))
+    return b.out(*outs), ["composite", "attention"]
+
+
+@case("matmul-unflatten-batch")
+def _flattened_batch_product(rng):
+    b = B(rng)
+    n, h, m, k, c = 2, b.dim(1, 3), b.dim(), b.dim(), b.dim()
+    x, w = b.x("x", n, h, m, k), b.x("w", n, h, k, c)
+    flat = b.op("MatMul", b.op("Reshape", x, attrs=[(n * h, m, k)]), b.op("Reshape", w, attrs=[(n * h, k, c)]))
+    return b.out(b.op("Reshape", flat, attrs=[(n, h, m, c)])), ["reshape"]

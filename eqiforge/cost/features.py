@@ -51,6 +51,10 @@ def _kernel_work(op_name, in_shapes, read, out_shape, attrs):
         return read, 2.0 * out * k + out * fused.flops_per_element(epilogue)
     if op_name == "PointwiseK":
         return read, out * fused.flops_per_element(attrs[0])
+    if op_name == "AttentionK":  # two products over [Sq, Sk] scores, plus the softmax on them
+        q, v = in_shapes[0], in_shapes[2]
+        scores = ops.numel(q[:-1]) * v[-2]
+        return read, scores * (2.0 * q[-1] + 2.0 * v[-1] + 5.0)
     _, prologue, epilogue, _ = attrs
     x = ops.numel(in_shapes[0])
     flops = x * (4.0 + fused.flops_per_element(prologue)) + out * fused.flops_per_element(epilogue)

@@ -44,6 +44,8 @@ class RooflinePrior:
         memory = f.bytes / (dev.mem_bw_gbs * 1e9)
         if f.op == "GemmK":
             return self._gemm_kernel_seconds(f, memory)
+        if f.op == "AttentionK":
+            return dev.launch_us * 1e-6 + max(self._attention_seconds(f), memory)
         if f.kind == "matmul":
             compute = self._matmul_seconds(f, f.in_shapes[0][-1], (TILE, TILE, 32, 3), 1)
         else:
@@ -66,6 +68,14 @@ class RooflinePrior:
         launches = 2 if split_k > 1 else 1
         memory += partials / (self.device.mem_bw_gbs * 1e9)
         return launches * self.device.launch_us * 1e-6 + max(compute, memory)
+
+    def _attention_seconds(self, f: NodeFeatures) -> float:
+        """Query tiles of 64 rows run in waves over the SMs, each doing both products over all keys."""
+        *batch, rows, _ = f.out_shape
+        tiles = ops.numel(batch) * math.ceil(rows / 64)
+        waves = math.ceil(tiles / self.device.sms)
+        per_sm = self.device.matmul_peak(f.dtype) * 0.7 / self.device.sms  # softmax work between products
+        return waves * f.flops / max(tiles, 1) / per_sm
 
     def _matmul_seconds(self, f: NodeFeatures, k: int, tile: tuple, split_k: int) -> float:
         """Wave-quantised compute time: every wave of tiles costs a full tile; small tiles run the tensor

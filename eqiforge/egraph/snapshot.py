@@ -83,6 +83,8 @@ def _arguments(egraph, sorts, values, decode):
 def _drop_unread_inputs(op, children: list, attrs: list):
     """A kernel's extra inputs that its fused expressions do not read are not its children."""
     where = [k for k, kind in enumerate(op.attrs) if kind == "epi"]
+    if not where:  # extras read without an expression (an attention bias): all are read
+        return children, attrs
     exprs, kept = fused.drop_unread([attrs[k] for k in where], len(children) - op.arity)
     for k, expr in zip(where, exprs):
         attrs[k] = expr

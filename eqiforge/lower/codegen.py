@@ -69,6 +69,11 @@ def kernel_spec(graph: Graph, i: int):
                           K.Tile(*tile), split_k, epilogue, tuple(operand(j) for j in n.inputs[2:]))
     elif n.op == "PointwiseK":
         spec = K.PointwiseSpec(tuple(operand(j) for j in n.inputs), out, n.attrs[0])
+    elif n.op == "AttentionK":
+        layout_k, scale, causal = n.attrs
+        bias = operand(n.inputs[3]) if len(n.inputs) > 3 else None
+        spec = K.AttentionSpec(*(operand(j) for j in n.inputs[:3]), out, scale, bool(causal), layout_k == "T",
+                               bias)
     else:
         kind, prologue, epilogue, eps = n.attrs
         spec = K.RowReduceSpec(kind, operand(n.inputs[0]), out, prologue, epilogue,
@@ -88,6 +93,11 @@ def describe(graph: Graph, i: int, seconds: float) -> str:
         rules += ["tiling" + (f" (split-K {split_k})" if split_k > 1 else "")]
     elif n.op == "PointwiseK":
         what = f"pointwise {fused.format_expr(n.attrs[0])} -> {n.shape}"
+    elif n.op == "AttentionK":
+        layout_k, scale, causal = n.attrs
+        what = (f"attention softmax({scale:g} * q k^T{' + bias' if len(n.inputs) > 3 else ''}"
+                f"{', causal' if causal else ''}) v -> {n.shape}")
+        rules = ["composite", "attention"]
     else:
         kind, prologue, epilogue, _ = n.attrs
         what = f"row {kind} of {fused.format_expr(prologue)}, epilogue {fused.format_expr(epilogue)} -> {n.shape}"
@@ -126,6 +136,11 @@ ROW_TORCH = {"sum": "{v}.sum(-1, keepdim=True)", "max": "{v}.amax(-1, keepdim=Tr
 def kernel_in_torch(spec, args: list[str]) -> str:
     """PyTorch code computing a kernel spec (the fallback when it has no Triton rendering)."""
     out = spec.out.dtype
+    if isinstance(spec, K.AttentionSpec):
+        k = f"{args[1]}.mT" if spec.k_transposed else args[1]
+        bias = f", attn_mask={args[3]}.to({args[0]}.dtype)" if spec.bias else ""
+        return (f"torch.nn.functional.scaled_dot_product_attention({args[0]}, {k}, {args[2]}{bias}, "
+                f"is_causal={spec.causal}, scale={spec.scale!r})")
     if isinstance(spec, K.GemmSpec):
         a = f"{args[0]}.mT" if spec.a_transposed else args[0]
         b = f"{args[1]}.mT" if spec.b_transposed else args[1]

@@ -1,0 +1,88 @@
+"""Attention written in different ways reaches one fused attention node (issue 4, first part): the scale
+as a multiplication, a division or applied to q first; K transposed by .transpose, .mT, permute or given
+pre-transposed; an additive bias; multi-head attention from reshaped projections. Both backends run it:
+the torch backend as PyTorch's SDPA, the triton backend as a generated kernel (interpreter here)."""
+import math
+
+import pytest
+import torch
+
+import eqiforge
+from eqiforge import examples
+from test_end_to_end import assert_close
+
+B, H, S, D = 2, 2, 24, 16
+SCALE = 1 / math.sqrt(D)
+
+
+def softmax_v(scores, v):
+    return torch.softmax(scores, dim=-1) @ v
+
+
+VARIANTS = {
+    "scale_multiplied": lambda q, k, v: softmax_v(q @ k.transpose(-2, -1) * SCALE, v),
+    "scale_divided": lambda q, k, v: softmax_v(q @ k.transpose(-2, -1) / math.sqrt(D), v),
+    "scale_on_q": lambda q, k, v: softmax_v((q * SCALE) @ k.transpose(-2, -1), v),
+    "mT": lambda q, k, v: softmax_v(q @ k.mT * SCALE, v),
+    "permute": lambda q, k, v: softmax_v(q @ k.permute(0, 1, 3, 2) * SCALE, v),
+    "unscaled": lambda q, k, v: softmax_v(q @ k.transpose(-2, -1), v),
+}
+
+
+def qkv():
+    gen = torch.Generator().manual_seed(0)
+    return tuple(torch.randn(B, H, S, D, generator=gen) for _ in range(3))
+
+
+def attention_nodes(opt):
+    g = opt.plan.graph
+    return [g.nodes[i] for i in g.live_nodes() if g.nodes[i].op == "AttentionK"]
+
+
+def leftover_softmax_or_products(opt):
+    g = opt.plan.graph
+    return [g.nodes[i].op for i in g.live_nodes()
+            if g.nodes[i].op in ("MatMul", "GemmK", "Exp", "Amax") or
+            (g.nodes[i].op == "RowReduceK" and g.nodes[i].attrs[0] == "softmax")]
+
+
+@pytest.mark.parametrize("backend", ["torch", "triton"])
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_every_variant_is_one_attention_node(variant, backend):
+    fn, inputs = VARIANTS[variant], qkv()
+    opt = eqiforge.optimize(fn, inputs, backend=backend)
+    with torch.no_grad():
+        assert_close(opt(*inputs), fn(*inputs), rtol=1e-5)
+    (node,) = attention_nodes(opt)
+    assert not leftover_softmax_or_products(opt)
+    assert node.attrs[1] == pytest.approx(1.0 if variant == "unscaled" else SCALE)
+
+
+def test_pre_transposed_k_and_additive_bias():
+    def fn(q, kt, v, bias):
+        return softmax_v(q @ kt * SCALE + bias, v)
+    q, k, v = qkv()
+    inputs = (q, k.transpose(-2, -1).contiguous(), v, torch.randn(1, 1, S, S))
+    for backend in ("torch", "triton"):
+        opt = eqiforge.optimize(fn, inputs, backend=backend)
+        with torch.no_grad():
+            assert_close(opt(*inputs), fn(*inputs))
+        (node,) = attention_nodes(opt)
+        assert node.attrs[0] == "T" and len(node.inputs) == 4  # K read as given, bias passed
+
+
+def test_multi_head_attention_from_projections_is_fused():
+    fn, inputs = examples.load("transformer_layer")
+    opt = eqiforge.optimize(fn, inputs)
+    assert len(attention_nodes(opt)) == 1
+    with torch.no_grad():
+        assert_close(opt(*inputs), fn(*inputs))
+
+
+def test_without_the_attention_rule_set_the_plan_is_slower():
+    fn, inputs = VARIANTS["scale_multiplied"], qkv()
+    fused = eqiforge.optimize(fn, inputs, backend="triton")
+    rules = [r for r in fused.report.rulesets if r != "attention"]
+    separate = eqiforge.optimize(fn, inputs, backend="triton", rules=rules)
+    assert not attention_nodes(separate)
+    assert separate.report.predicted_after > fused.report.predicted_after
