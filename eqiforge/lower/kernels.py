@@ -105,7 +105,7 @@ class AttentionSpec:
 
     q: [..., Sq, D]; k: [..., Sk, D] (``k_transposed``: given as [..., D, Sk] and read in place); v: [..., Sk, Dv];
     out: [..., Sq, Dv]. Batch dims: q's are the output's; k's and v's may have fewer heads in the
-    second-to-last batch dim (grouped-query attention: head h reads key/value head h // (H // Hkv)); size-1
+    last batch dim (grouped-query attention: head h reads key/value head h // (H // Hkv)); size-1
     batch dims of k, v and bias broadcast. ``causal``: key j is masked for query i when j > i + (Sk - Sq),
     and key tiles entirely above the diagonal are skipped, not just masked. ``bias``: an additive mask with
     the output's rank whose last two dims are [Sq, Sk] (size-1 dims broadcast).

@@ -1,11 +1,11 @@
 """Which template renders which kernel spec."""
 from __future__ import annotations
 
-from ..kernels import GemmSpec, PointwiseSpec, RowReduceSpec
-from . import gemm, pointwise, reduce
+from ..kernels import AttentionSpec, GemmSpec, PointwiseSpec, RowReduceSpec
+from . import attention, gemm, pointwise, reduce
 from .source import UnsupportedSpec
 
-TEMPLATES = {GemmSpec: gemm, PointwiseSpec: pointwise, RowReduceSpec: reduce}
+TEMPLATES = {GemmSpec: gemm, PointwiseSpec: pointwise, RowReduceSpec: reduce, AttentionSpec: attention}
 
 
 def template(spec):
