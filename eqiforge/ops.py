@@ -271,7 +271,8 @@ def attention_kernel(q, k, v, layout_k, scale, causal, extras):
     if causal:
         sq, sk = scores.shape[-2:]
         scores = scores.masked_fill(torch.ones(sq, sk, dtype=torch.bool).triu(sk - sq + 1), float("-inf"))
-    return torch.matmul(torch.softmax(scores, -1), v.float()).to(q.dtype)
+    probs = torch.softmax(scores, -1).nan_to_num(0.0) if causal or extras else torch.softmax(scores, -1)
+    return torch.matmul(probs, v.float()).to(q.dtype)  # a fully masked row gives 0, as in PyTorch's SDPA
 
 
 _U, _B = ("unary", 1), ("binary", 2)

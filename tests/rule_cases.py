@@ -511,3 +511,16 @@ def _flattened_batch_product(rng):
     x, w = b.x("x", n, h, m, k), b.x("w", n, h, k, c)
     flat = b.op("MatMul", b.op("Reshape", x, attrs=[(n * h, m, k)]), b.op("Reshape", w, attrs=[(n * h, k, c)]))
     return b.out(b.op("Reshape", flat, attrs=[(n, h, m, c)])), ["reshape"]
+
+
+@case("attention-guarded-rows", "attention-unguarded-product")
+def _sdpa_guard(rng):
+    b = B(rng)
+    q, kt, v, shape = _attention_inputs(b, (2,))
+    s = b.op("MatMul", q, kt)
+    p = _softmax_last(b, s)
+    last = (len(shape) - 1,)
+    alive = b.op("Amax", b.op("Not", b.op("Eq", s, b.g.fill(float("-inf"), shape, F32))), attrs=[last])
+    dead_row = b.op("Expand", b.op("Not", alive), attrs=[shape])
+    guarded = b.op("Where", dead_row, b.g.fill(0.0, shape, F32), p)
+    return b.out(b.op("MatMul", guarded, v)), ["composite", "attention"]

@@ -1,6 +1,7 @@
 """Attention written in different ways reaches one fused attention node (issue 4, first part): the scale
 as a multiplication, a division or applied to q first; K transposed by .transpose, .mT, permute or given
-pre-transposed; an additive bias; multi-head attention from reshaped projections. Both backends run it:
+pre-transposed; an additive bias; a softmax upcast to float32 and back; F.scaled_dot_product_attention
+(non-causal) itself; multi-head attention from reshaped projections. Both backends run it:
 the torch backend as PyTorch's SDPA, the triton backend as a generated kernel (interpreter here)."""
 import math
 
@@ -26,6 +27,8 @@ VARIANTS = {
     "mT": lambda q, k, v: softmax_v(q @ k.mT * SCALE, v),
     "permute": lambda q, k, v: softmax_v(q @ k.permute(0, 1, 3, 2) * SCALE, v),
     "unscaled": lambda q, k, v: softmax_v(q @ k.transpose(-2, -1), v),
+    "upcast_softmax": lambda q, k, v: torch.softmax((q @ k.mT * SCALE).float(), -1).to(q.dtype) @ v,
+    "sdpa": lambda q, k, v: torch.nn.functional.scaled_dot_product_attention(q, k, v),
 }
 
 
