@@ -524,3 +524,13 @@ def _sdpa_guard(rng):
     dead_row = b.op("Expand", b.op("Not", alive), attrs=[shape])
     guarded = b.op("Where", dead_row, b.g.fill(0.0, shape, F32), p)
     return b.out(b.op("MatMul", guarded, v)), ["composite", "attention"]
+
+
+@case("masked-fill-as-bias")
+def _masked_scores(rng):
+    b = B(rng)
+    m, n = b.dim(), b.dim()
+    s = b.x("s", 2, m, n)
+    mask = b.op("Lt", b.x("u", 1, m, n), b.g.fill(0.0, (1, m, n), F32))
+    filled = b.op("Where", b.op("Expand", mask, attrs=[(2, m, n)]), b.g.fill(float("-inf"), (2, m, n), F32), s)
+    return b.out(filled), ["attention"]

@@ -89,3 +89,36 @@ def test_without_the_attention_rule_set_the_plan_is_slower():
     separate = eqiforge.optimize(fn, inputs, backend="triton", rules=rules)
     assert not attention_nodes(separate)
     assert separate.report.predicted_after > fused.report.predicted_after
+
+
+CAUSAL = {
+    "sdpa_is_causal": lambda q, k, v: torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True),
+    "masked_fill_triu": lambda q, k, v: softmax_v(
+        (q @ k.mT * SCALE).masked_fill(torch.triu(torch.ones(S, S, dtype=torch.bool), 1), float("-inf")), v),
+}
+
+
+@pytest.mark.parametrize("backend", ["torch", "triton"])
+@pytest.mark.parametrize("variant", sorted(CAUSAL))
+def test_causal_masks_become_a_causal_kernel(variant, backend):
+    fn, inputs = CAUSAL[variant], qkv()
+    opt = eqiforge.optimize(fn, inputs, backend=backend)
+    with torch.no_grad():
+        assert_close(opt(*inputs), fn(*inputs))
+    (node,) = attention_nodes(opt)
+    assert node.attrs[2] == 1 and len(node.inputs) == 3  # causal flag, no materialised mask
+    assert not leftover_softmax_or_products(opt)
+
+
+def test_a_constant_mask_that_is_not_causal_stays_a_bias():
+    mask = torch.rand(S, S, generator=torch.Generator().manual_seed(1)) < 0.3
+    mask.fill_diagonal_(False)  # every row keeps a key
+
+    def fn(q, k, v):
+        return softmax_v((q @ k.mT * SCALE).masked_fill(mask, float("-inf")), v)
+    inputs = qkv()
+    opt = eqiforge.optimize(fn, inputs)
+    with torch.no_grad():
+        assert_close(opt(*inputs), fn(*inputs))
+    (node,) = attention_nodes(opt)
+    assert node.attrs[2] == 0 and len(node.inputs) == 4

@@ -407,3 +407,18 @@ def test_fx_to_ir_rejects_bad_input_names(names):
 def test_bad_arguments(program, inputs):
     with pytest.raises(EqiforgeError):
         capture(program, inputs)
+
+
+def test_deterministic_constant_calls_are_evaluated_at_capture_random_ones_are_not():
+    from eqiforge.frontend import capture
+
+    def fn(x):
+        mask = torch.triu(torch.ones(4, 4, dtype=torch.bool), 1)     # constant (triu decomposes to aranges)
+        noise = torch.rand(4, 4)                                      # random: must stay a call
+        return x.masked_fill(mask, 0.0) + noise
+    graph = capture(fn, (torch.randn(4, 4),)).graph
+    ops_used = [graph.nodes[i] for i in graph.live_nodes()]
+    consts = [n for n in ops_used if n.op == "Param" and n.attrs[0].startswith("const_arange")]
+    externs = [graph.externs[n.attrs[0]].label for n in ops_used if n.op == "Extern"]
+    assert len(consts) == 2 and graph.params[consts[0].attrs[0]].tolist() == [0, 1, 2, 3]
+    assert externs == ["aten.rand.default"]

@@ -1,0 +1,43 @@
+"""Evaluate the program's constant PyTorch calls once, at capture.
+
+A mask built from ``torch.ones``/``triu``/``arange`` (a causal mask, SDPA's ``is_causal``) reaches the IR as
+extern calls on constants; evaluated here they become constant tensors that the algebra can reason
+around and that the plan can recognise (a causal bias becomes a causal attention kernel). Only
+deterministic calls are evaluated (never ``rand``/``dropout``), and never ones that read parameters, which
+may be live.
+"""
+from __future__ import annotations
+
+import torch
+
+from ..ir import Graph, run_node
+
+
+def _deterministic(ext) -> bool:
+    fn = ext.fn
+    return isinstance(fn, torch._ops.OpOverload) and torch.Tag.nondeterministic_seeded not in fn.tags
+
+
+def fold_constant_externs(graph: Graph) -> Graph:
+    """A copy of ``graph`` where deterministic externs of constants (Fill nodes, other such externs, and
+    ops over them) are constant tensors (Param leaves named ``const_<extern>_<output>``)."""
+    out = Graph(externs=dict(graph.externs))
+    remap: dict[int, int] = {}
+    values: dict[int, torch.Tensor] = {}  # old node id -> value, for constant nodes
+    for i in graph.live_nodes():
+        n = graph.nodes[i]
+        constant = n.op == "Fill" or (
+            n.op not in ("Input", "Param") and all(j in values for j in n.inputs)
+            and (n.op != "Extern" or _deterministic(graph.externs[n.attrs[0]])))
+        if constant:
+            values[i] = run_node(graph, n, [values[j] for j in n.inputs], {})
+        if constant and n.op == "Extern":
+            remap[i] = out.param(f"const_{n.attrs[0]}_{n.attrs[1]}", values[i])
+        elif n.op == "Param":
+            remap[i] = out.param(n.attrs[0], graph.params[n.attrs[0]])
+        else:
+            remap[i] = out.add(n.op, tuple(remap[j] for j in n.inputs), n.attrs, shape=n.shape, dtype=n.dtype)
+    out.outputs = [remap[o] for o in graph.outputs]
+    out.externs = {k: v for k, v in out.externs.items()
+                   if any(n.op == "Extern" and n.attrs[0] == k for n in out.nodes)}
+    return out
