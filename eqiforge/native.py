@@ -68,7 +68,9 @@ def attention(q, k, v, layout_k, scale, causal, extras):
     """PyTorch's fused scaled_dot_product_attention."""
     k = k.mT if layout_k == "T" else k
     bias = extras[0].to(q.dtype) if extras else None
-    return F.scaled_dot_product_attention(q, k, v, attn_mask=bias, is_causal=bool(causal), scale=scale)
+    grouped = q.dim() > 2 and k.shape[-3] != q.shape[-3]
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=bias, is_causal=bool(causal), scale=scale,
+                                          enable_gqa=grouped)
 
 
 CALLS = {"RowReduceK": row_reduce, "GemmK": gemm, "AttentionK": attention}

@@ -253,11 +253,18 @@ def row_reduce_kernel(x, kind, prologue, epilogue, eps, extras):
     return evaluate(epilogue, acc, extras).to(_result_dtype(epilogue, x))
 
 
+def _grouped(q_batch: Shape, kv_batch: Shape) -> bool:
+    """k/v batch dims equal q's, or have fewer heads in the last batch dim (grouped-query attention)."""
+    return (q_batch == kv_batch or (len(q_batch) == len(kv_batch) > 0 and q_batch[:-1] == kv_batch[:-1]
+                                    and q_batch[-1] % kv_batch[-1] == 0))
+
+
 def _attention_shape(ins, attrs) -> Shape:
     q, k, v = ins[:3]
     layout_k = attrs[0]
     keys = k[-1] if layout_k == "T" else k[-2]
-    if q[:-2] != v[:-2] or keys != v[-2] or (k[-2] if layout_k == "T" else k[-1]) != q[-1]:
+    if (not _grouped(q[:-2], v[:-2]) or k[:-2] != v[:-2] or keys != v[-2]
+            or (k[-2] if layout_k == "T" else k[-1]) != q[-1]):
         raise ShapeError(f"attention needs q [..., Sq, D], k [..., Sk, D] and v [..., Sk, Dv], got {q}, {k}, {v}")
     return q[:-1] + (v[-1],)
 
@@ -265,6 +272,8 @@ def _attention_shape(ins, attrs) -> Shape:
 def attention_kernel(q, k, v, layout_k, scale, causal, extras):
     """softmax(scale * q k^T + bias, causal-masked) v, in fp32 (what the fused kernel computes)."""
     kt = k if layout_k == "T" else k.transpose(-1, -2)
+    if q.dim() > 2 and kt.shape[-3] != q.shape[-3]:  # grouped-query: each k/v head serves q.heads / kv.heads
+        kt, v = (t.repeat_interleave(q.shape[-3] // t.shape[-3], dim=-3) for t in (kt, v))
     scores = torch.matmul(q.float(), kt.float()) * scale
     if extras:
         scores = scores + extras[0].float()

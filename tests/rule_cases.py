@@ -534,3 +534,25 @@ def _masked_scores(rng):
     mask = b.op("Lt", b.x("u", 1, m, n), b.g.fill(0.0, (1, m, n), F32))
     filled = b.op("Where", b.op("Expand", mask, attrs=[(2, m, n)]), b.g.fill(float("-inf"), (2, m, n), F32), s)
     return b.out(filled), ["attention"]
+
+
+@case("attention-grouped-query")
+def _grouped_query(rng):
+    b = B(rng)
+    n, hkv, group, s, d = 2, 2, b.dim(2, 3), b.dim(), b.dim()
+    h = hkv * group
+    q, k, v = b.x("q", n, h, s, d), b.x("k", n, hkv, s, d), b.x("v", n, hkv, s, d)
+
+    def repeat(t):
+        spread = b.op("Expand", b.op("Reshape", t, attrs=[(n, hkv, 1, s, d)]), attrs=[(n, hkv, group, s, d)])
+        return b.op("Reshape", spread, attrs=[(n, h, s, d)])
+    scores = b.op("MatMul", q, b.op("Permute", repeat(k), attrs=[(0, 1, 3, 2)]))
+    return b.out(b.op("MatMul", _softmax_last(b, scores), repeat(v))), ["composite", "attention"]
+
+
+@case("reshape-through-heads")
+def _flatten_groups(rng):
+    b = B(rng)
+    dims = (2, b.dim(1, 3), b.dim(1, 3), b.dim(), b.dim())
+    x = b.x("x", *dims)
+    return b.out(b.op("Exp", b.op("Reshape", x, attrs=[(dims[0] * dims[1] * dims[2], dims[3], dims[4])]))), ["reshape"]

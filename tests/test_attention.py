@@ -122,3 +122,23 @@ def test_a_constant_mask_that_is_not_causal_stays_a_bias():
         assert_close(opt(*inputs), fn(*inputs))
     (node,) = attention_nodes(opt)
     assert node.attrs[2] == 0 and len(node.inputs) == 4
+
+
+@pytest.mark.parametrize("backend", ["torch", "triton"])
+@pytest.mark.parametrize("spelling", ["repeat_interleave", "expand"])
+def test_grouped_query_attention_reads_kv_heads_by_index(spelling, backend):
+    def repeat(t):
+        if spelling == "repeat_interleave":
+            return t.repeat_interleave(2, dim=1)
+        return t[:, :, None].expand(B, H, 2, S, D).reshape(B, 2 * H, S, D)
+
+    def fn(q, k, v):
+        return softmax_v(q @ repeat(k).transpose(-2, -1) * SCALE, repeat(v))
+    gen = torch.Generator().manual_seed(2)
+    inputs = (torch.randn(B, 2 * H, S, D, generator=gen), *(torch.randn(B, H, S, D, generator=gen) for _ in range(2)))
+    opt = eqiforge.optimize(fn, inputs, backend=backend)
+    with torch.no_grad():
+        assert_close(opt(*inputs), fn(*inputs))
+    (node,) = attention_nodes(opt)
+    g = opt.plan.graph
+    assert [g.nodes[j].op for j in node.inputs] == ["Input"] * 3  # k and v as given: no materialised repeat
