@@ -104,6 +104,17 @@ class MixedOps(nn.Module):
         return torch.relu(top) * 2.0 + y, y.mean(dim=0)
 
 
+class Attention(nn.Module):
+    """PyTorch's fused scaled_dot_product_attention (flash on a GPU): EqiForge's attention kernel against it."""
+
+    def __init__(self, causal: bool = False):
+        super().__init__()
+        self.causal = causal
+
+    def forward(self, q, k, v):
+        return F.scaled_dot_product_attention(q, k, v, is_causal=self.causal)
+
+
 def _rand(*shape):
     return torch.randn(*shape)
 
@@ -115,6 +126,7 @@ EXAMPLES = {
     "transformer_layer": lambda: (EncoderLayer(), (_rand(2, 64, 256),)),
     "row_sums": lambda: (RowSums(), (_rand(256, 512), _rand(512, 512))),
     "mixed_ops": lambda: (MixedOps(), (_rand(32, 64),)),
+    "attention": lambda: (Attention(causal=True), tuple(_rand(2, 4, 64, 32) for _ in range(3))),
     "bert_encoder": lambda: (Encoder(), (_rand(8, 128, 768),)),
 }
 

@@ -11,7 +11,7 @@ from eqiforge import api, examples
 from eqiforge.report import StageTimer
 from test_end_to_end import assert_close, fresh_like
 
-KERNEL_OPS = ("GemmK", "PointwiseK", "RowReduceK")
+KERNEL_OPS = ("GemmK", "PointwiseK", "RowReduceK", "AttentionK")
 
 
 def kernels(opt) -> list:
