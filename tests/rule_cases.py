@@ -556,3 +556,14 @@ def _flatten_groups(rng):
     dims = (2, b.dim(1, 3), b.dim(1, 3), b.dim(), b.dim())
     x = b.x("x", *dims)
     return b.out(b.op("Exp", b.op("Reshape", x, attrs=[(dims[0] * dims[1] * dims[2], dims[3], dims[4])]))), ["reshape"]
+
+
+@case("attention-low-precision")
+def _half_attention(rng):
+    b = B(rng)
+    sq, sk, d = b.dim(), b.dim(), b.dim()
+    q, k, v = (b.g.input(n, (2, s, d), "float16") for n, s in (("q", sq), ("k", sk), ("v", sk)))
+    up = [b.op("Cast", t, attrs=["float32"]) for t in (q, k, v)]
+    scores = b.op("MatMul", up[0], b.op("Permute", up[1], attrs=[(0, 2, 1)]))
+    out = b.op("MatMul", _softmax_last(b, scores), up[2])
+    return b.out(b.op("Cast", out, attrs=["float16"])), ["composite", "attention"]

@@ -142,3 +142,18 @@ def test_grouped_query_attention_reads_kv_heads_by_index(spelling, backend):
     (node,) = attention_nodes(opt)
     g = opt.plan.graph
     assert [g.nodes[j].op for j in node.inputs] == ["Input"] * 3  # k and v as given: no materialised repeat
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("causal", [False, True])
+def test_half_precision_sdpa_is_one_kernel_on_the_half_tensors(dtype, causal):
+    fn, inputs = examples.Attention(causal=causal), tuple(t.to(dtype) for t in qkv())
+    opt = eqiforge.optimize(fn, inputs, backend="triton")
+    with torch.no_grad():
+        want = fn(*(t.float() for t in inputs))
+        got = opt(*inputs)
+    assert got.dtype == dtype and (got.float() - want).norm() <= 2e-2 * want.norm()
+    (node,) = attention_nodes(opt)
+    g = opt.plan.graph
+    assert [g.nodes[j].dtype for j in node.inputs] == [{torch.float16: "float16", torch.bfloat16: "bfloat16"}[dtype]] * 3
+    assert node.attrs[2] == int(causal) and len(node.inputs) == 3

@@ -7,6 +7,7 @@ import random
 import pytest
 import torch
 
+from eqiforge import ops
 from eqiforge.egraph import rulesets
 from rule_cases import CASES
 from rulecheck import check_sound, saturate_in_process
@@ -20,7 +21,8 @@ def random_inputs(graph, seed):
     for n in graph.nodes:
         if n.op == "Input":
             t = torch.randn(n.shape, generator=gen)
-            values[n.attrs[0]] = t.abs() + 0.5 if n.attrs[0].startswith("pos") else t
+            t = t.abs() + 0.5 if n.attrs[0].startswith("pos") else t
+            values[n.attrs[0]] = t.to(ops.DTYPES[n.dtype])
     return values
 
 

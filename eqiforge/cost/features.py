@@ -53,7 +53,7 @@ def _kernel_work(op_name, in_shapes, read, out_shape, attrs):
         return read, out * fused.flops_per_element(attrs[0])
     if op_name == "AttentionK":  # two products over [Sq, Sk] scores, plus the softmax on them
         q, v = in_shapes[0], in_shapes[2]
-        scores = ops.numel(q[:-1]) * v[-2]
+        scores = ops.numel(q[:-1]) * v[-2] * (0.5 if attrs[2] else 1.0)  # causal: tiles above the diagonal skipped
         return read, scores * (2.0 * q[-1] + 2.0 * v[-1] + 5.0)
     _, prologue, epilogue, _ = attrs
     x = ops.numel(in_shapes[0])
