@@ -567,3 +567,11 @@ def _half_attention(rng):
     scores = b.op("MatMul", up[0], b.op("Permute", up[1], attrs=[(0, 2, 1)]))
     out = b.op("MatMul", _softmax_last(b, scores), up[2])
     return b.out(b.op("Cast", out, attrs=["float16"])), ["composite", "attention"]
+
+
+@case("column-scale-into-right")
+def _weighted_rows_product(rng):
+    b = B(rng)
+    m, k, n = b.dim(), b.dim(), b.dim()
+    w = b.op("Expand", b.x("w", 1, k), attrs=[(m, k)])
+    return b.out(b.op("MatMul", b.op("Mul", b.x("a", m, k), w), b.x("b", k, n))), ["softmax"]

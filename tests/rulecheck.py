@@ -9,15 +9,13 @@ from __future__ import annotations
 import torch
 
 from eqiforge.egraph import saturate as sat
-from eqiforge.egraph import snapshot as snapshot_mod
 from eqiforge.ir import Graph, Node, run_node
 
 
-def saturate_in_process(graph: Graph, rulesets: list[str], iterations: int = 8):
-    limits = sat.Limits(iterations=iterations, enodes=20_000, seconds=30.0)
-    egraph, report = sat.run(graph, rulesets, limits)
-    snap = snapshot_mod.from_egraph(egraph, len(graph.outputs), graph.live_nodes())
-    return snap, report
+def saturate_case(graph: Graph, rulesets: list[str], iterations: int = 8):
+    """Saturate in a child process as the optimizer does: egglog's worker threads, once started in this
+    process, would not exist in later forked children and could deadlock them."""
+    return sat.saturate(graph, rulesets, sat.Limits(iterations=iterations, enodes=20_000, seconds=30.0))
 
 
 def _node_value(graph, snap, n, values, inputs):

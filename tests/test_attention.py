@@ -157,3 +157,23 @@ def test_half_precision_sdpa_is_one_kernel_on_the_half_tensors(dtype, causal):
     g = opt.plan.graph
     assert [g.nodes[j].dtype for j in node.inputs] == [{torch.float16: "float16", torch.bfloat16: "bfloat16"}[dtype]] * 3
     assert node.attrs[2] == int(causal) and len(node.inputs) == 3
+
+
+def test_rms_norm_then_linear_moves_the_normalisation_after_the_product():
+    """x_hat @ W with x_hat = x * r * w (r one scale per row): w folds into W and r moves into the GEMM's
+    epilogue, so the plan is a row reduction for r and one GEMM reading x: x_hat is never written."""
+    class RMSLinear(torch.nn.Module):
+        def __init__(self, k=1024, n=1024):
+            super().__init__()
+            self.w, self.lin = torch.nn.Parameter(torch.randn(k)), torch.nn.Linear(k, n)
+
+        def forward(self, x):
+            return self.lin(x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * self.w)
+    fn, x = RMSLinear().eval(), torch.randn(4096, 1024)
+    opt = eqiforge.optimize(fn, (x,), backend="triton", device="H200")  # planned only: too big to interpret
+    g = opt.plan.graph
+    kernels = [g.nodes[i] for i in g.live_nodes() if g.nodes[i].op in ("GemmK", "RowReduceK", "PointwiseK")]
+    assert [k.op for k in kernels] == ["RowReduceK", "GemmK"]
+    reduction, gemm = kernels
+    assert reduction.attrs[0] == "sum" and g.nodes[gemm.inputs[0]].op == "Input"  # the GEMM reads x itself
+    assert gemm.attrs[4] == ("bin", "add", ("bin", "mul", ("acc",), ("in", 0)), ("in", 1))

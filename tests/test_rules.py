@@ -10,7 +10,7 @@ import torch
 from eqiforge import ops
 from eqiforge.egraph import rulesets
 from rule_cases import CASES
-from rulecheck import check_sound, saturate_in_process
+from rulecheck import check_sound, saturate_case
 
 ALL_RULES = sorted((name, rs.name) for rs in rulesets.available().values() for name in rs.rule_names)
 
@@ -32,10 +32,10 @@ def test_every_rule_has_a_case():
 
 
 @functools.lru_cache(maxsize=None)
-def saturate_case(case, seed):
+def run_case(case, seed):
     """(rule sets, matches per rule, soundness problems) of one case program; shared by its rules."""
     graph, sets = case(random.Random(f"{case.__name__}/{seed}"))
-    snap, report = saturate_in_process(graph, sets)
+    snap, report = saturate_case(graph, sets)
     return sets, report.matches_per_rule(), check_sound(graph, snap, random_inputs(graph, seed))
 
 
@@ -44,7 +44,7 @@ def saturate_case(case, seed):
 def test_rule_is_sound(rule, ruleset, seed):
     if rule not in CASES:
         pytest.fail(f"no case for {rule}")
-    sets, matches, problems = saturate_case(CASES[rule], seed)
+    sets, matches, problems = run_case(CASES[rule], seed)
     assert ruleset in sets
     assert matches.get(rule, 0) > 0, f"{rule} did not fire on its case"
     assert not problems, "\n".join(problems[:10])
@@ -60,5 +60,5 @@ def test_checker_catches_an_unsound_rule(tmp_path, monkeypatch):
     g = Graph()
     a, b = g.input("a", (3, 4), "float32"), g.input("b", (3, 4), "float32")
     g.outputs = [g.add("Sub", (a, b))]
-    snap, _ = saturate_in_process(g, ["wrong"])
+    snap, _ = saturate_case(g, ["wrong"])
     assert check_sound(g, snap, random_inputs(g, 0))

@@ -5,8 +5,8 @@ guards always see shapes of new nodes. One *iteration* runs every selected rule 
 (iterations, e-nodes, seconds) are checked between steps; rule sets that match too much are banned for a
 few iterations (back-off, doubling each time). egglog cannot be interrupted inside a step, so the whole run
 happens in a forked child: if it passes the hard wall-clock limit or dies (Rust panic, out of memory), the
-parent kills it and replays the steps that had completed, which is deterministic, and extraction goes on
-with that e-graph. Hitting a limit is normal; the report says which one.
+parent kills it and replays, in its own process, the steps that had completed (deterministic, and known
+to finish in time), and extraction goes on with that e-graph. Hitting a limit is normal; the report says which one.
 """
 from __future__ import annotations
 
@@ -186,8 +186,10 @@ def saturate(graph: Graph, names: list[str] | None, limits: Limits, *,
         proc.kill()
         proc.join()
         recv.close()
-    snap, report = saturate(graph, names, replace(limits, hard_seconds=None, seconds=1e9),
-                            max_steps=done_steps)
+    # the completed steps ran within the limit before, so replay them here (a second child could die the
+    # same way, e.g. a fork that inherited a lock held by another thread)
+    egraph, report = run(graph, names, replace(limits, seconds=1e9), max_steps=done_steps)
+    snap = snapshot.from_egraph(egraph, len(graph.outputs), graph.live_nodes())
     report.stop_reason = f"{why}; continued with the {done_steps} steps completed before"
     report.seconds = time.perf_counter() - start
     return snap, report
