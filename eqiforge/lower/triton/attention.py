@@ -29,11 +29,10 @@ import math
 from dataclasses import dataclass
 
 from ..kernels import AttentionSpec
-from .source import (Kernel, Param, UnsupportedSpec, check_broadcast, check_dtypes, check_power_of_two, dot_offset,
-                     header, indent, launcher, module_text, nbytes, next_power_of_two, pointer, sizes, store_value,
+from .source import (Kernel, Param, UnsupportedSpec, check_broadcast, check_dtypes, check_power_of_two, dot_constexprs,
+                     dot_offset, header, indent, launcher, module_text, nbytes, next_power_of_two, pointer, sizes, store_value,
                      strides, traffic, unravel)
 
-PRECISIONS = ("ieee", "tf32", "tf32x3")
 DOT_DTYPES = ("float32", "float16", "bfloat16")
 MAX_HEAD_DIM = 128
 NEG_INF = '-float("inf")'
@@ -145,12 +144,7 @@ def kernel_params(spec: AttentionSpec, input_precision: str = "ieee") -> list[Pa
               Param("BLOCK_N", str(spec.block_n), "constexpr", spec.block_n),
               Param("BLOCK_D", str(a.block_d), "constexpr", a.block_d),
               Param("BLOCK_DV", str(a.block_dv), "constexpr", a.block_dv)]
-    if spec.q.dtype == "float32":
-        if input_precision not in PRECISIONS:
-            raise UnsupportedSpec(f"input_precision must be one of {PRECISIONS}, got {input_precision!r}")
-        consts.append(Param("DOT_PRECISION", repr(input_precision), "constexpr", input_precision))
-    if spec.q.dtype == "bfloat16":
-        consts.append(Param("UPCAST_BF16", 'q.device.type == "cpu"', "constexpr", False))
+    consts += dot_constexprs(spec.q.dtype, input_precision, "q")
     scale = [Param("scale", repr(float(spec.scale)), "fp32", float(spec.scale), "multiplies q . k")]
     return pointers + shape + stride_params + scale + consts
 

@@ -26,11 +26,10 @@ from dataclasses import dataclass
 from ...fused import format_expr
 from ..kernels import GemmSpec
 from . import epilogue
-from .source import (Kernel, Param, UnsupportedSpec, check_broadcast, check_dtypes, check_power_of_two, dot_offset,
-                     header, indent, launcher, module_text, nbytes, pointer, sizes, store_value, strides, traffic,
+from .source import (Kernel, Param, UnsupportedSpec, check_broadcast, check_dtypes, check_power_of_two, dot_constexprs,
+                     dot_offset, header, indent, launcher, module_text, nbytes, pointer, sizes, store_value, strides, traffic,
                      unravel)
 
-PRECISIONS = ("ieee", "tf32", "tf32x3")
 DOT_DTYPES = ("float32", "float16", "bfloat16")
 
 
@@ -154,12 +153,7 @@ def kernel_params(spec: GemmSpec, input_precision: str = "ieee") -> list[Param]:
         pointers += epi_pointers
     consts = _tile_constexprs(g) + [Param("BLOCK_K", str(spec.tile.block_k), "constexpr", spec.tile.block_k),
                                     Param("GROUP_M", str(spec.tile.group_m), "constexpr", spec.tile.group_m)]
-    if spec.a.dtype == "float32":
-        if input_precision not in PRECISIONS:
-            raise UnsupportedSpec(f"input_precision must be one of {PRECISIONS}, got {input_precision!r}")
-        consts.append(Param("DOT_PRECISION", repr(input_precision), "constexpr", input_precision))
-    if spec.a.dtype == "bfloat16":
-        consts.append(Param("UPCAST_BF16", 'a.device.type == "cpu"', "constexpr", False))
+    consts += dot_constexprs(spec.a.dtype, input_precision, "a")
     shape = sizes({"M": g.M, "N": g.N, "K": g.K}, by_name=True) + _batch_sizes(g)
     return pointers + shape + operand_strides + tail + consts
 

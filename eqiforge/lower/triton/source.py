@@ -24,6 +24,7 @@ TL_DTYPES = {"float32": "tl.float32", "float16": "tl.float16", "bfloat16": "tl.b
 SIGNATURE_DTYPES = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16", "int64": "i64", "int32": "i32",
                     "bool": "i1"}
 RULE = "# " + "-" * 100
+PRECISIONS = ("ieee", "tf32", "tf32x3")  # tl.dot input precisions for fp32 operands
 
 
 class UnsupportedSpec(ValueError):
@@ -201,3 +202,15 @@ def module_text(head: list[str], kernels: list[Kernel], launch: list[str]) -> st
         parts += [["", ""], k.source()]
     parts += [["", ""], launch]
     return "\n".join(line for part in parts for line in part) + "\n"
+
+
+def dot_constexprs(dtype: str, input_precision: str, operand: str) -> list[Param]:
+    """The constexprs of a kernel built on tl.dot: fp32 dots take a precision (ieee, tf32, tf32x3), and bf16
+    tiles are upcast when ``operand`` lives on the CPU (the interpreter's bf16 dot is wrong)."""
+    if dtype == "float32":
+        if input_precision not in PRECISIONS:
+            raise UnsupportedSpec(f"input_precision must be one of {PRECISIONS}, got {input_precision!r}")
+        return [Param("DOT_PRECISION", repr(input_precision), "constexpr", input_precision)]
+    if dtype == "bfloat16":
+        return [Param("UPCAST_BF16", f'{operand}.device.type == "cpu"', "constexpr", False)]
+    return []
