@@ -1,7 +1,7 @@
 """The pipeline, one way through: capture -> saturate -> price -> extract -> lower -> module.
 
     torch program --frontend--> IR graph --egraph (encode + saturate)--> snapshot --cost--> prices
-        --extract--> chosen e-nodes --lower--> Plan --> FX module (torch backend) --> OptimizedModule
+        --extract--> chosen e-nodes --lower--> Plan --> Python function (torch backend) --> OptimizedModule
 """
 from __future__ import annotations
 
@@ -12,10 +12,11 @@ from .egraph import saturate as sat
 from .errors import EqiforgeError
 from .extract import Extraction, extract
 from .lower.plan import build_plan, price
-from .lower.torch_fx import to_graph_module
+from .lower.torch_code import to_torch_code
 from .report import Report, StageTimer
 from .runtime import OptimizedModule
 from .runtime.generated import GeneratedPlan
+from .runtime.torch_plan import TorchPlan
 
 BACKENDS = ("torch", "triton")
 
@@ -83,8 +84,8 @@ def optimize_graph(graph, input_names, out_spec, opts: Options, timer: StageTime
 def _lower(plan, input_names, bound, backend):
     """(runner, its source, notes for the report) for the chosen backend."""
     if backend == "torch":
-        gm = to_graph_module(plan.graph, input_names, bound)
-        return gm, gm.code, []
+        runner = TorchPlan(to_torch_code(plan.graph, input_names, bound))
+        return runner, runner.source, []
     runner = GeneratedPlan(plan, input_names, {**plan.graph.params, **(bound or {})}, list(bound or {}))
     return runner, runner.source, runner.notes
 

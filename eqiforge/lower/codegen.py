@@ -177,7 +177,8 @@ def torch_call(n, args: list[str]) -> str:
         return f"torch.cat([{args[0]}, {args[1]}], {n.attrs[0]})"
     if op in ("Sum", "Amax", "Amin"):
         fn = {"Sum": "sum", "Amax": "amax", "Amin": "amin"}[op]
-        return f"{args[0]}.{fn}({list(n.attrs[0])}, keepdim=True)"
+        dims = n.attrs[0][0] if len(n.attrs[0]) == 1 else list(n.attrs[0])  # an int: PyTorch's list path is slower
+        return f"{args[0]}.{fn}({dims}, keepdim=True)"
     raise ValueError(f"no PyTorch rendering for {op}")
 
 

@@ -1,0 +1,181 @@
+"""The torch backend: a Plan becomes one straight-line Python function of PyTorch calls that runs anywhere.
+
+One statement per IR node: algebra ops as the PyTorch calls the triton backend's glue also uses
+(``codegen.torch_call``), re-formed composites as their native PyTorch op (eqiforge/native.py), other
+kernel nodes through their reference implementation, externs as the calls they were. Parameters, externs
+and implementations are globals of the function, and scalar ``Fill`` operands are Python numbers, so a
+call is one Python frame with no attribute look-ups; views of parameters (reshapes, transposes, expands)
+are made once, at module level, when the plan is bound to its tensors. That matters on small programs: an FX GraphModule
+call (module dispatch, one ``__getattr__`` per parameter) measured 30-50 us more than the same calls
+written by hand, per call on a CPU whose caches the previous call evicted (bench/run_cpu.py), as much
+as a small matmul.
+"""
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass, field
+
+import torch
+
+from .. import native, ops
+from ..ir import Graph, call_extern
+from .codegen import _ident, dtype_src, torch_call
+
+#: binary ops written infix when an operand is a Python number (PyTorch's functions want a tensor first)
+INFIX = {"Add": "+", "Sub": "-", "Mul": "*", "Div": "/", "Pow": "**", "Eq": "==", "Ne": "!=", "Lt": "<",
+         "Le": "<=", "Gt": ">", "Ge": ">="}
+
+
+@dataclass
+class TorchCode:
+    """``source`` makes the views of parameters at module level and defines ``plan(<inputs>)`` returning a
+    tuple of outputs; it reads ``constants`` (tensors: parameters, live inputs) and ``helpers`` (callables,
+    attributes) as globals."""
+    source: str
+    constants: dict[str, torch.Tensor] = field(default_factory=dict)
+    helpers: dict[str, object] = field(default_factory=dict)
+
+
+def _scalar(graph: Graph, i: int):
+    """The Python number of a Fill node, typed like its dtype (so int/bool tensors stay int/bool)."""
+    n = graph.nodes[i]
+    value = n.attrs[0]
+    if n.dtype == "bool":
+        return bool(value)
+    if not torch.empty((), dtype=ops.DTYPES[n.dtype]).is_floating_point():
+        return int(value)
+    return value
+
+
+def _number(value) -> str:
+    """Source text of a Python number (repr, except for the non-finite floats repr cannot round-trip)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"float({str(value)!r})"
+    return repr(value)
+
+
+def _literal(value) -> str | None:
+    """Source text of an attribute built from numbers, strings, tuples and lists; None for anything else."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return _number(value)
+    if isinstance(value, (tuple, list)):
+        parts = [_literal(v) for v in value]
+        if any(p is None for p in parts):
+            return None
+        inner = ", ".join(parts) + ("," if isinstance(value, tuple) and len(parts) == 1 else "")
+        return f"({inner})" if isinstance(value, tuple) else f"[{inner}]"
+    return None
+
+
+def _scalar_operands(graph: Graph, n) -> list | None:
+    """The operands of a binary node with a Fill operand as Python numbers (the other one stays None), or
+    None when the node is not written infix. Two Fill operands: the first stays a tensor."""
+    if n.op not in INFIX or not any(graph.nodes[j].op == "Fill" for j in n.inputs):
+        return None
+    numbers = [_scalar(graph, j) if graph.nodes[j].op == "Fill" else None for j in n.inputs]
+    if all(v is not None for v in numbers):
+        numbers[0] = None
+    return numbers
+
+
+class _Writer:
+    """Accumulates statements and the globals they need."""
+
+    def __init__(self, graph: Graph, input_names: list[str], bound: dict[str, torch.Tensor]):
+        self.graph, self.bound = graph, bound
+        self.code = TorchCode("", helpers={"torch": torch})
+        self.lines: list[str] = []  # the body of plan()
+        self.hoisted: list[str] = []  # module level: views of constants
+        self.constant: set[int] = set()  # nodes whose value is a constant tensor (or a view of one)
+        self.names: dict[int, str] = {}
+        self.inputs = [_ident(name) for name in input_names]
+        self.extern_results: dict[str, str] = {}
+
+    def helper(self, prefix: str, value) -> str:
+        """A global for ``value`` (one per distinct object), named ``prefix`` (numbered when taken)."""
+        for name, existing in self.code.helpers.items():
+            if existing is value:
+                return name
+        name = prefix if prefix not in self.code.helpers else f"{prefix}_{len(self.code.helpers)}"
+        self.code.helpers[name] = value
+        return name
+
+    def assign(self, i: int, rhs: str) -> None:
+        """``t<i> = rhs``: at module level for a view of constants, else in the body."""
+        self.names[i] = f"t{i}"
+        n = self.graph.nodes[i]
+        if ops.get(n.op).is_view() and n.inputs and all(j in self.constant for j in n.inputs):
+            self.constant.add(i)
+            self.hoisted.append(f"t{i} = {rhs}")
+        else:
+            self.lines.append(f"t{i} = {rhs}")
+
+    def attr(self, value) -> str:
+        return _literal(value) or self.helper("attr", value)
+
+    def tensor_fill(self, i: int) -> str:
+        n = self.graph.nodes[i]
+        device = f"{self.inputs[0]}.device" if self.inputs else "None"
+        return f"torch.full({n.shape}, {_number(n.attrs[0])}, dtype={dtype_src(n.dtype)}, device={device})"
+
+    def operand(self, j: int) -> str:
+        """The variable of node ``j``; a Fill read as a tensor is materialised at its first use."""
+        if j not in self.names:
+            self.names[j] = f"t{j}"
+            self.lines.append(f"t{j} = {self.tensor_fill(j)}")
+        return self.names[j]
+
+    def expression(self, i: int) -> str | None:
+        """The right-hand side for node ``i``; None for nodes that are only a name (inputs, constants)."""
+        g, n = self.graph, self.graph.nodes[i]
+        if n.op in ("Input", "Param"):
+            name, tensor = n.attrs[0], (g.params if n.op == "Param" else self.bound).get(n.attrs[0])
+            if tensor is None:  # a plain input
+                self.names[i] = _ident(name)
+            else:
+                self.names[i] = f"{'param' if n.op == 'Param' else 'live'}_{_ident(name)}"
+                self.code.constants[self.names[i]] = tensor
+                self.constant.add(i)
+            return None
+        if n.op == "Fill":
+            return None  # a number where it is used, materialised only where a tensor is needed
+        if n.op == "Extern":
+            key = n.attrs[0]
+            if key not in self.extern_results:
+                call = self.helper("extern", functools.partial(call_extern, g.externs[key]))
+                self.extern_results[key] = f"e{i}"
+                self.lines.append(f"e{i} = {call}([{', '.join(self.operand(j) for j in n.inputs)}])")
+            return f"{self.extern_results[key]}[{n.attrs[1]}]"
+        numbers = _scalar_operands(g, n)
+        if numbers is not None:
+            a, b = (_number(v) if v is not None else self.operand(j) for v, j in zip(numbers, n.inputs))
+            return f"{a} {INFIX[n.op]} {b}"
+        args = [self.operand(j) for j in n.inputs]
+        op = ops.get(n.op)
+        if op.kind != "kernel":
+            return torch_call(n, args)
+        shapes = [g.nodes[j].shape for j in n.inputs]
+        native_call = native.is_native(n.op, n.attrs, shapes)
+        fn = native.CALLS[n.op] if native_call else op.torch_impl
+        impl = self.helper(f"{'native' if native_call else 'reference'}_{fn.__name__}", fn)
+        fixed = args[:op.arity] + [self.attr(a) for a in n.attrs]
+        extras = [f"[{', '.join(args[op.arity:])}]"] if op.variadic else []
+        return f"{impl}({', '.join(fixed + extras)})"
+
+
+def to_torch_code(graph: Graph, input_names: list[str], bound: dict[str, torch.Tensor] | None = None
+                  ) -> TorchCode:
+    """Lower ``graph`` to ``plan(<input_names>)``; inputs named in ``bound`` (live parameters, when
+    constants are not folded) are read from those tensors instead of arguments."""
+    w = _Writer(graph, [n for n in input_names if n not in (bound or {})], bound or {})
+    for i in graph.live_nodes():
+        rhs = w.expression(i)
+        if rhs is not None:
+            w.assign(i, rhs)
+    outs = "".join(f"{w.operand(o)}, " for o in graph.outputs)
+    hoisted = ["# views of the parameters, made once when the plan is bound to its tensors", *w.hoisted, ""] \
+        if w.hoisted else []
+    body = [f"def plan({', '.join(w.inputs)}):", *(f"    {line}" for line in w.lines), f"    return ({outs})"]
+    w.code.source = "\n".join(hoisted + body) + "\n"
+    return w.code

@@ -1,0 +1,43 @@
+"""Running a torch-backend plan: the generated function, with its tensors kept as module buffers.
+
+The buffers make ``.to()``, ``.cuda()`` and ``state_dict()`` see the plan's parameters; after a move the
+function is bound again to the moved tensors. ``forward`` is the plain generated function (an instance
+attribute), so calling it costs one Python frame.
+"""
+from __future__ import annotations
+
+import hashlib
+import linecache
+
+import torch
+
+from ..lower.torch_code import TorchCode
+
+
+def compile_function(source: str, name: str, namespace: dict):
+    """Define ``name`` from ``source`` in ``namespace``; the source is registered with linecache so that
+    tracebacks and debuggers show the generated lines."""
+    filename = f"<eqiforge {hashlib.sha1(source.encode()).hexdigest()[:12]}>"
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    exec(compile(source, filename, "exec"), namespace)  # noqa: S102 - our own generated code
+    return namespace[name]
+
+
+class TorchPlan(torch.nn.Module):
+    """``forward(*inputs)`` returns the plan's outputs as a tuple."""
+
+    def __init__(self, code: TorchCode):
+        super().__init__()
+        self.source = code.source
+        self._helpers = code.helpers
+        for name, tensor in code.constants.items():
+            self.register_buffer(name, tensor)
+        self._bind()
+
+    def _bind(self) -> None:
+        self.forward = compile_function(self.source, "plan", {**self._helpers, **dict(self.named_buffers())})
+
+    def _apply(self, fn, recurse=True):
+        moved = super()._apply(fn, recurse)
+        self._bind()
+        return moved
