@@ -92,7 +92,7 @@ def bench_program(p: Program, repeats: int, attempts: int) -> dict:
             traceback.print_exc()
         row["build_seconds"][name] = time.perf_counter() - t0
     if "eqiforge" in variants:
-        variants["eqiforge_plan"] = variants["eqiforge"].runner
+        variants["eqiforge_plan"] = variants["eqiforge"].runner.forward
     row["rel_error"] = {}
     with torch.no_grad():
         ref = program(*example)

@@ -137,6 +137,44 @@ def test_wrong_input_shape_is_a_clear_error():
     opt = eqiforge.optimize(fn, inputs)
     with pytest.raises(EqiforgeError, match=r"optimized for float32\[64, 256\]"):
         opt(torch.randn(3, 256))
+    with pytest.raises(EqiforgeError, match=r"optimized for float32\[64, 256\]"):
+        opt(inputs[0].double())
+    with pytest.raises(EqiforgeError, match=r"input 'x' is a float, expected a tensor float32\[64, 256\]"):
+        opt(1.5)
+    with pytest.raises(EqiforgeError, match="expected 1 tensor inputs, got 2"):
+        opt(*inputs, inputs[0])
+
+
+def test_torch_plan_is_straight_line_code_with_matrix_vector_products():
+    """The torch backend's plan is one function: the reassociated chain runs as three torch.mv calls on
+    the 1-D vector (no [k, 1] matrices, no reshapes left), and an input named like a generated variable
+    does not clash with one."""
+    def chain(a, b, t1):
+        return a @ b @ t1
+    a, b, t1 = torch.randn(40, 50), torch.randn(50, 60), torch.randn(60)
+    opt = check(chain, (a, b, t1))
+    body = opt.source.split("def plan(", 1)[1]
+    assert body.count("torch.mv(") == 2 and "reshape" not in body and "unsqueeze" not in body
+    assert opt.source.startswith("def plan(a, b, in_t1):")
+
+
+def test_torch_plan_moves_with_its_module():
+    """Parameters are buffers of the runner: after a move the plan runs on the moved tensors, and views of
+    parameters (made once, at module level) are made again from them."""
+    fn, inputs = examples.load("mlp")
+    opt = eqiforge.optimize(fn, inputs)
+    assert "# views of the parameters" in opt.source
+    runner = opt.runner.to(torch.float64)
+    with torch.no_grad():
+        out = runner.forward(inputs[0].double())[0]
+        assert out.dtype == torch.float64
+        assert_close(out, fn.double()(inputs[0].double()))
+
+
+def test_non_finite_constants_in_the_torch_plan():
+    def masked(x):
+        return torch.softmax(x.masked_fill(x > 1.0, float("-inf")), dim=-1) + torch.clamp(x, max=float("inf"))
+    check(masked, (torch.randn(8, 16),))
 
 
 @pytest.mark.parametrize("options,message", [

@@ -51,8 +51,13 @@ def dtype_src(dtype: str) -> str:
 
 
 def _ident(name: str) -> str:
+    """A Python identifier for an input or parameter name that cannot be taken for a generated variable
+    (those are a letter and a node number: t12, e3, v7)."""
     ident = re.sub(r"\W", "_", name)
-    return ident if ident and not ident[0].isdigit() else f"v_{ident}"
+    return ident if ident and not ident[0].isdigit() and not GENERATED_VAR.fullmatch(ident) else f"in_{ident}"
+
+
+GENERATED_VAR = re.compile(r"[a-z]\d+")
 
 
 # ----------------------------------------------------------------------------------------- kernel specs

@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import functools
 import math
+import re
 from dataclasses import dataclass, field
 
 import torch
 
 from .. import native, ops
 from ..ir import Graph, call_extern
-from .codegen import _ident, dtype_src, torch_call
+from .codegen import GENERATED_VAR, _ident, dtype_src, torch_call
 
 #: binary ops written infix when an operand is a Python number (PyTorch's functions want a tensor first)
 INFIX = {"Add": "+", "Sub": "-", "Mul": "*", "Div": "/", "Pow": "**", "Eq": "==", "Ne": "!=", "Lt": "<",
@@ -89,6 +90,7 @@ class _Writer:
         self.hoisted: list[str] = []  # module level: views of constants
         self.constant: set[int] = set()  # nodes whose value is a constant tensor (or a view of one)
         self.names: dict[int, str] = {}
+        self.vectors: dict[int, tuple[str, int]] = {}  # [k, 1] / [1, k] node -> (its 1-D form, the unit dim)
         self.inputs = [_ident(name) for name in input_names]
         self.extern_results: dict[str, str] = {}
 
@@ -150,7 +152,17 @@ class _Writer:
         numbers = _scalar_operands(g, n)
         if numbers is not None:
             a, b = (_number(v) if v is not None else self.operand(j) for v, j in zip(numbers, n.inputs))
-            return f"{a} {INFIX[n.op]} {b}"
+            return self.vector_op(i, numbers) or f"{a} {INFIX[n.op]} {b}"
+        if n.op == "Where" and [g.nodes[j].op == "Fill" for j in n.inputs[1:]].count(True) == 1:
+            cond, a, b = (_number(_scalar(g, j)) if g.nodes[j].op == "Fill" and k else self.operand(j)
+                          for k, j in enumerate(n.inputs))
+            return f"torch.where({cond}, {a}, {b})"  # a masking constant is not materialised
+        if n.op == "Reshape" and len(n.shape) == 1 and n.inputs[0] in self.vectors:
+            self.names[i] = self.vectors[n.inputs[0]][0]  # back to 1-D: the 1-D form itself
+            return None
+        vector = self.vector_form(i)
+        if vector is not None:
+            return vector
         args = [self.operand(j) for j in n.inputs]
         op = ops.get(n.op)
         if op.kind != "kernel":
@@ -164,6 +176,56 @@ class _Writer:
         return f"{impl}({', '.join(fixed + extras)})"
 
 
+    def vector_op(self, i: int, numbers: list) -> str | None:
+        """A scalar op on a node with a 1-D form is computed on that form (its matrix form follows)."""
+        n = self.graph.nodes[i]
+        j = next(j for j, v in zip(n.inputs, numbers) if v is None)
+        if j not in self.vectors:
+            return None
+        vec, unit = self.vectors[j]
+        a, b = (_number(v) if v is not None else vec for v in numbers)
+        return self.with_vector(i, f"{a} {INFIX[n.op]} {b}", unit)
+
+    def with_vector(self, i: int, call: str, unit: int) -> str:
+        """Compute node ``i``'s 1-D form as ``v<i> = call``; its matrix form is that, unsqueezed."""
+        self.lines.append(f"v{i} = {call}")
+        self.vectors[i] = (f"v{i}", unit)
+        return f"v{i}.unsqueeze({unit})"
+
+    def vector_form(self, i: int) -> str | None:
+        """Matrix-vector products as ``torch.mv`` / vector-matrix products (a [k, 1] matrix operand costs
+        ~5% more per product in PyTorch's CPU matmul, measured by bench/run_cpu.py on matmul_chain): the IR
+        writes vectors as [k, 1] or [1, k] matrices, so nodes of those shapes keep their 1-D form beside
+        them. Returns the node's right-hand side, or None when none of this applies (an unused matrix form
+        is dropped later)."""
+        g, n = self.graph, self.graph.nodes[i]
+        shapes = [g.nodes[j].shape for j in n.inputs]
+        if n.op == "Reshape" and len(n.shape) == 2 and 1 in n.shape and len(shapes[0]) == 1:
+            self.vectors[i] = (self.operand(n.inputs[0]), n.shape.index(1))
+        elif n.op == "Sum" and len(shapes[0]) == 2 and len(n.attrs[0]) == 1:
+            dim = n.attrs[0][0]
+            return self.with_vector(i, f"{self.operand(n.inputs[0])}.sum({dim})", dim)
+        elif n.op == "MatMul" and len(n.shape) == 2:
+            a, b = n.inputs
+            if b in self.vectors and self.vectors[b][1] == 1:
+                return self.with_vector(i, f"torch.mv({self.operand(a)}, {self.vectors[b][0]})", 1)
+            if a in self.vectors and self.vectors[a][1] == 0:
+                return self.with_vector(i, f"torch.matmul({self.vectors[a][0]}, {self.operand(b)})", 0)
+        return None
+
+
+def _drop_unused(lines: list[str], needed: set[str]) -> list[str]:
+    """``lines`` without the assignments to generated variables that nothing reads (every op is pure;
+    extern calls are kept). ``needed`` gains the names the kept lines read."""
+    kept = []
+    for line in reversed(lines):
+        target, rhs = line.split(" = ", 1)
+        if target in needed or target.startswith("e") or not GENERATED_VAR.fullmatch(target):
+            kept.append(line)
+            needed.update(re.findall(r"\b[a-z]\d+\b", rhs))
+    return kept[::-1]
+
+
 def to_torch_code(graph: Graph, input_names: list[str], bound: dict[str, torch.Tensor] | None = None
                   ) -> TorchCode:
     """Lower ``graph`` to ``plan(<input_names>)``; inputs named in ``bound`` (live parameters, when
@@ -173,9 +235,13 @@ def to_torch_code(graph: Graph, input_names: list[str], bound: dict[str, torch.T
         rhs = w.expression(i)
         if rhs is not None:
             w.assign(i, rhs)
-    outs = "".join(f"{w.operand(o)}, " for o in graph.outputs)
-    hoisted = ["# views of the parameters, made once when the plan is bound to its tensors", *w.hoisted, ""] \
-        if w.hoisted else []
-    body = [f"def plan({', '.join(w.inputs)}):", *(f"    {line}" for line in w.lines), f"    return ({outs})"]
+    outs = [w.operand(o) for o in graph.outputs]
+    needed = set(outs)
+    lines = _drop_unused(w.lines, needed)
+    hoisted = _drop_unused(w.hoisted, needed)
+    hoisted = ["# views of the parameters, made once when the plan is bound to its tensors", *hoisted, ""] \
+        if hoisted else []
+    body = [f"def plan({', '.join(w.inputs)}):", *(f"    {line}" for line in lines),
+            f"    return ({''.join(f'{o}, ' for o in outs)})"]
     w.code.source = "\n".join(hoisted + body) + "\n"
     return w.code
