@@ -278,6 +278,14 @@ def _normalised_product(rng):
     return b.out(b.op("MatMul", b.op("Div", a, er), w), b.op("MatMul", b.op("Mul", a, er), w)), ["softmax"]
 
 
+@case("row-offset-after-matmul")
+def _centred_product(rng):
+    b = B(rng)
+    m, k, n = b.dim(), b.dim(), b.dim()
+    a, w, mean = b.x("a", m, k), b.x("w", k, n), b.x("mean", m, 1)
+    return b.out(b.op("MatMul", b.op("Sub", a, b.op("Expand", mean, attrs=[(m, k)])), w)), ["softmax"]
+
+
 # ------------------------------------------------------------------------------- kernel layer: fusion
 KERNEL_SETS = ["fusion", "layout", "tiling"]
 UNARY_OPS = ["Neg", "Exp", "Log", "Sqrt", "Rsqrt", "Recip", "Abs", "Relu", "Sigmoid", "Tanh", "Erf", "Gelu",
