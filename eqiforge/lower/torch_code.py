@@ -23,6 +23,9 @@ from .. import native, ops
 from ..ir import Graph, call_extern
 from .codegen import GENERATED_VAR, _ident, dtype_src, torch_call
 
+#: elementwise ops whose PyTorch call broadcasts its operands
+BROADCASTING = frozenset(name for name, o in ops.OPS.items()
+                         if o.kind in ("binary", "compare", "where") and o.arity > 1)
 #: binary ops written infix when an operand is a Python number (PyTorch's functions want a tensor first)
 INFIX = {"Add": "+", "Sub": "-", "Mul": "*", "Div": "/", "Pow": "**", "Eq": "==", "Ne": "!=", "Lt": "<",
          "Le": "<=", "Gt": ">", "Ge": ">="}
@@ -163,8 +166,10 @@ class _Writer:
         vector = self.vector_form(i)
         if vector is not None:
             return vector
-        args = [self.operand(j) for j in n.inputs]
         op = ops.get(n.op)
+        if n.op in BROADCASTING:
+            return torch_call(n, self.broadcast_operands(n))
+        args = [self.operand(j) for j in n.inputs]
         if op.kind != "kernel":
             return torch_call(n, args)
         shapes = [g.nodes[j].shape for j in n.inputs]
@@ -175,6 +180,30 @@ class _Writer:
         extras = [f"[{', '.join(args[op.arity:])}]"] if op.variadic else []
         return f"{impl}({', '.join(fixed + extras)})"
 
+
+    def broadcast_operands(self, n) -> list[str]:
+        """The operands of an elementwise op, read past the Expands (and reshapes adding leading 1s) that
+        only spell out broadcasting PyTorch does by itself, so no view is made per call; as they are when
+        that would not give the op's shape."""
+        g = self.graph
+        sources = [self._before_broadcast(j) for j in n.inputs]
+        try:
+            implicit = tuple(torch.broadcast_shapes(*(g.nodes[j].shape for j in sources))) == tuple(n.shape)
+        except RuntimeError:
+            implicit = False
+        return [self.operand(j) for j in (sources if implicit else n.inputs)]
+
+    def _before_broadcast(self, j: int) -> int:
+        node = self.graph.nodes[j]
+        if node.op == "Expand":
+            j, node = node.inputs[0], self.graph.nodes[node.inputs[0]]
+        while node.op == "Reshape":
+            inner = self.graph.nodes[node.inputs[0]].shape
+            lead = len(node.shape) - len(inner)
+            if lead < 0 or any(d != 1 for d in node.shape[:lead]) or tuple(node.shape[lead:]) != tuple(inner):
+                break
+            j, node = node.inputs[0], self.graph.nodes[node.inputs[0]]
+        return j
 
     def vector_op(self, i: int, numbers: list) -> str | None:
         """A scalar op on a node with a 1-D form is computed on that form (its matrix form follows)."""
@@ -222,8 +251,30 @@ def _drop_unused(lines: list[str], needed: set[str]) -> list[str]:
         target, rhs = line.split(" = ", 1)
         if target in needed or target.startswith("e") or not GENERATED_VAR.fullmatch(target):
             kept.append(line)
-            needed.update(re.findall(r"\b[a-z]\d+\b", rhs))
+            needed.update(VARIABLE.findall(rhs))
     return kept[::-1]
+
+
+VARIABLE = re.compile(r"\b[a-z]\d+\b")
+
+
+def _release(lines: list[str], outputs: list[str]) -> list[str]:
+    """``lines`` with a ``del`` after the last read of each intermediate, so its memory goes back to the
+    allocator when eager PyTorch would free it (holding every intermediate to the end raises peak memory,
+    and a new output cannot reuse the cache-warm block of a dead one)."""
+    order = [line.split(" = ", 1)[0] for line in lines]
+    last_read = {}
+    for k, line in enumerate(lines):
+        for name in VARIABLE.findall(line.split(" = ", 1)[1]):
+            if name in order:
+                last_read[name] = k
+    released = []
+    for k, line in enumerate(lines):
+        released.append(line)
+        dead = [name for name in order if last_read.get(name) == k and name not in outputs]
+        if dead:
+            released.append(f"del {', '.join(dead)}")
+    return released
 
 
 def to_torch_code(graph: Graph, input_names: list[str], bound: dict[str, torch.Tensor] | None = None
@@ -241,7 +292,7 @@ def to_torch_code(graph: Graph, input_names: list[str], bound: dict[str, torch.T
     hoisted = _drop_unused(w.hoisted, needed)
     hoisted = ["# views of the parameters, made once when the plan is bound to its tensors", *hoisted, ""] \
         if hoisted else []
-    body = [f"def plan({', '.join(w.inputs)}):", *(f"    {line}" for line in lines),
+    body = [f"def plan({', '.join(w.inputs)}):", *(f"    {line}" for line in _release(lines, outs)),
             f"    return ({''.join(f'{o}, ' for o in outs)})"]
     w.code.source = "\n".join(hoisted + body) + "\n"
     return w.code
