@@ -61,10 +61,16 @@ def test_dry_run_checks_every_plan_without_egglog(plans, tmp_path):
     assert len(results["programs"]) == len(list(plans.glob("*/program.json")))
     for name, r in results["programs"].items():
         assert r["correct"] and not r["errors"], (name, r)
-        assert r["max_rel_err"] <= r["tolerance"] and r["max_rel_err_vs_eager"] <= r["tolerance"]
+        assert r["max_rel_err_vs_eager"] <= r["tolerance"]
+        if "_s33_" in name:  # the long-sequence entries: no CPU reference, checked against eager only
+            assert r["max_rel_err"] is None and "CPU reference" in r["skipped"], (name, r)
+        else:
+            assert r["max_rel_err"] <= r["tolerance"]
         assert set(r["ms"]) == {"eager", "compile", "max-autotune", "eqiforge"}, (name, r["ms"])
         assert set(r["ratios"]) == {"eqiforge/eager", "eqiforge/compile", "eqiforge/max-autotune"}
     assert results["programs"]["mlp_fp16"]["tflops"]  # GEMM-heavy: FLOPs recorded at export
+    long = results["programs"]["attention_causal_s33_d16_bf16"]
+    assert long["flops"] == 4 * 2 * 33 * 33 * 16  # QK^T and PV on the meta device (causal: SDPA counts all)
     header = (tmp_path / "gpu_dry_run.md").read_text().split("\n| program |")[1].splitlines()[0]
     for column in ("correct", "max rel err", "eager ms", "compile ms", "max-autotune ms", "EqiForge ms", "/eager",
                    "/compile", "/max-autotune"):

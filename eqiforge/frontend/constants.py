@@ -20,19 +20,27 @@ def _deterministic(ext) -> bool:
 
 def fold_constant_externs(graph: Graph) -> Graph:
     """A copy of ``graph`` where deterministic externs of constants (Fill nodes, other such externs, and
-    ops over them) are constant tensors (Param leaves named ``const_<extern>_<output>``)."""
+    ops over them) are constant tensors (Param leaves named ``const_<extern>_<output>``). Only what those
+    externs read is evaluated: constant ops that no extern reads stay IR nodes (the plan folds them, or
+    the causal-mask recognition drops them) and cost no memory here."""
     out = Graph(externs=dict(graph.externs))
     remap: dict[int, int] = {}
-    values: dict[int, torch.Tensor] = {}  # old node id -> value, for constant nodes
+    constant: set[int] = set()
+    values: dict[int, torch.Tensor] = {}  # old node id -> value, evaluated on demand
+
+    def value(i: int) -> torch.Tensor:
+        if i not in values:
+            n = graph.nodes[i]
+            values[i] = run_node(graph, n, [value(j) for j in n.inputs], {})
+        return values[i]
+
     for i in graph.live_nodes():
         n = graph.nodes[i]
-        constant = n.op == "Fill" or (
-            n.op not in ("Input", "Param") and all(j in values for j in n.inputs)
-            and (n.op != "Extern" or _deterministic(graph.externs[n.attrs[0]])))
-        if constant:
-            values[i] = run_node(graph, n, [values[j] for j in n.inputs], {})
-        if constant and n.op == "Extern":
-            remap[i] = out.param(f"const_{n.attrs[0]}_{n.attrs[1]}", values[i])
+        if n.op == "Fill" or (n.op not in ("Input", "Param") and all(j in constant for j in n.inputs)
+                              and (n.op != "Extern" or _deterministic(graph.externs[n.attrs[0]]))):
+            constant.add(i)
+        if i in constant and n.op == "Extern":
+            remap[i] = out.param(f"const_{n.attrs[0]}_{n.attrs[1]}", value(i))
         elif n.op == "Param":
             remap[i] = out.param(n.attrs[0], graph.params[n.attrs[0]])
         else:
