@@ -24,7 +24,7 @@ def _is_row(shape, n: int) -> bool:
 def is_native(op: str, attrs: tuple, in_shapes) -> bool:
     if op == "RowReduceK":
         kind, prologue, epilogue, _ = attrs
-        if prologue != ("x",):
+        if prologue != ("x",) or kind == "moments":  # moments: no single PyTorch call
             return False
         n = in_shapes[0][-1]
         return epilogue == ACC or (kind in NORMS and epilogue in (SCALE, AFFINE)

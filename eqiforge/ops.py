@@ -210,11 +210,13 @@ def _pointwise_shape(_ins, attrs) -> Shape:
     return tuple(attrs[1])
 
 
-ROW_RESULT_KINDS = ("sum", "max", "min")  # one value per row; the other kinds produce whole rows
+ROW_RESULT_KINDS = ("sum", "max", "min")  # one value per row; "moments" two; the other kinds whole rows
 
 
 def _row_reduce_shape(ins, attrs) -> Shape:
     x = ins[0]
+    if attrs[0] == "moments":
+        return x[:-1] + (2,)
     return x[:-1] + (1,) if attrs[0] in ROW_RESULT_KINDS else x
 
 
@@ -248,6 +250,9 @@ def row_reduce_kernel(x, kind, prologue, epilogue, eps, extras):
         acc = torch.nn.functional.layer_norm(v, v.shape[-1:], eps=eps)
     elif kind == "rms_norm":
         acc = v * torch.rsqrt(v.square().mean(-1, keepdim=True) + eps)
+    elif kind == "moments":  # a layer norm's statistics: the mean and 1/std of each row, side by side
+        var, mean = torch.var_mean(v, -1, correction=0, keepdim=True)
+        acc = torch.cat([mean, torch.rsqrt(var + eps)], -1)
     else:
         raise ValueError(f"unknown row reduction {kind!r}")
     return evaluate(epilogue, acc, extras).to(_result_dtype(epilogue, x))

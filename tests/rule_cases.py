@@ -338,6 +338,18 @@ def _gemm_epilogues(rng):
     return b.out(*outs), ["fusion"]
 
 
+@case("gemm-extra-inline-0", "gemm-extra-inline-1", "gemm-extra-inline-2", "gemm-extra-inline-3")
+def _gemm_extra_producers(rng):
+    """A GEMM epilogue reading an elementwise result (exp of an input) at extra slots 0 to 3."""
+    b = B(rng)
+    m, k, n = b.dim(), b.dim(), b.dim()
+    a, w, y, z = b.x("a", m, k), b.x("w", k, n), b.x("y", m, n), b.x("z", m, n)
+    g, ez = b.op("MatMul", a, w), b.op("Exp", z)
+    outs = [b.op("Add", ez, g), b.op("Add", g, ez), b.op("Add", ez, b.op("Add", g, y)),
+            b.op("Add", b.op("Add", g, y), ez)]
+    return b.out(*outs), ["fusion"]
+
+
 @case("row-sum", "row-max", "row-min", "reduction-prologue", "reduction-epilogue-0", "reduction-epilogue-1",
       "reduction-epilogue-2", "reduction-epilogue-3")
 def _row_reductions(rng):
@@ -369,7 +381,8 @@ def _softmaxes(rng):
     return b.out(soft, logsoft), ["composite"]
 
 
-@case("layer-norm-kernel", "rms-norm-kernel", "rms-norm-kernel-square", "norm-affine", "norm-scale")
+@case("layer-norm-kernel", "layer-norm-moments", "rms-norm-kernel", "rms-norm-kernel-square", "norm-affine",
+      "norm-scale")
 def _norms(rng):
     b = B(rng)
     m, n = b.dim(), b.dim()

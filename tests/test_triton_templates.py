@@ -252,6 +252,9 @@ def reduce_ref(spec, x, extras):
         r = getattr(p, k)(-1)
     elif k == "layer_norm":
         r = F.layer_norm(p, p.shape[-1:], eps=spec.eps)
+    elif k == "moments":
+        var, mean = torch.var_mean(p, -1, correction=0, keepdim=True)
+        r = torch.cat([mean, torch.rsqrt(var + spec.eps)], -1)
     else:
         r = p * torch.rsqrt((p * p).mean(-1, keepdim=True) + spec.eps)
     if spec.weight is not None:
@@ -262,7 +265,8 @@ def reduce_ref(spec, x, extras):
 
 
 def reduce_check(kind, x, extras=(), prologue=X, epi=ACC, out_dtype=None, block=64, **kw):
-    out_shape = x.shape if kind in ("softmax", "log_softmax", "layer_norm", "rms_norm") else x.shape[:-1] + (1,)
+    out_shape = x.shape if kind in ("softmax", "log_softmax", "layer_norm", "rms_norm") \
+        else x.shape[:-1] + (2 if kind == "moments" else 1,)
     out_dtype = out_dtype or DTYPE_NAMES[x.dtype]
     spec = RowReduceSpec(kind, operand(x), Operand(tuple(out_shape), out_dtype), prologue, epi,
                          tuple(operand(t) for t in extras), block=block, **kw)
@@ -296,6 +300,17 @@ def test_row_reduce_half_precision_and_output_cast(kind):
     reduce_check(kind, randn(6, 40, dtype=torch.float16), block=16)
     reduce_check(kind, randn(6, 40, dtype=torch.bfloat16), out_dtype="float32")
     reduce_check(kind, randn(6, 40), out_dtype="float16", epi=("cast", "float16", ACC))
+
+
+@pytest.mark.parametrize("block", [64, 16], ids=["one-chunk", "looped"])
+def test_row_reduce_moments_of_offset_rows(block):
+    """A layer norm's statistics alone; rows far from zero (mean 30, std 2) keep the variance exact."""
+    x = (randn(3, 45, 4) * 2 + 30).permute(0, 2, 1)
+    spec = reduce_check("moments", x, (randn(1, 1, 45),), prologue=bin_("mul", X, IN(0)), block=block, eps=1e-6)
+    assert ("for start in range" in render(spec, "m")) == (block < 45)
+    reduce_check("moments", randn(6, 40, dtype=torch.float16), block=16)
+    with pytest.raises(UnsupportedSpec, match="no epilogue"):
+        render(RowReduceSpec("moments", operand(x), Operand((3, 4, 2), "float32"), epilogue=un("exp", ACC)), "m")
 
 
 @pytest.mark.parametrize("shape", [(50,), (1, 1, 9), (2, 3, 1, 17)])

@@ -88,7 +88,7 @@ def snapshot_features(snap, fold_constants: bool) -> list[NodeFeatures]:
     for n, op in enumerate(snap.node_op):
         kids = snap.node_children[n]
         c = snap.node_class[n]
-        folded = const[c] and all(const[k] for k in kids) and not ops.get(op).is_view()
+        folded = bool(kids) and const[c] and all(const[k] for k in kids) and not ops.get(op).is_view()
         feats.append(node_features(op, [snap.class_shape[k] for k in kids], [snap.class_dtype[k] for k in kids],
                                    snap.class_shape[c], snap.class_dtype[c], folded, snap.node_attrs[n]))
     return feats

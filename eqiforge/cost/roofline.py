@@ -2,7 +2,8 @@
 
 Matrix products are priced with wave quantisation: the output is cut into 128x128 tiles, tiles run in waves
 of one per SM, and every wave costs a full tile's work, so a shape that leaves SMs idle is not flattered.
-Views cost only host time; leaves and folded constants cost nothing at run time.
+Views cost only host time; leaves and folded constants cost nothing at run time, except a constant-filled
+tensor that a generated kernel reads (the triton backend fills it per call; the algebra uses the number).
 """
 from __future__ import annotations
 
@@ -35,6 +36,8 @@ class RooflinePrior:
 
     def node_seconds(self, f: NodeFeatures) -> float:
         dev = self.device
+        if f.op == "Fill" and self.kernels and not f.folded:  # generated code materialises it: torch.full
+            return dev.launch_us * 1e-6 + f.bytes / (dev.mem_bw_gbs * 1e9)
         if f.kind == "leaf" or f.folded:
             return 0.0
         if f.is_view:

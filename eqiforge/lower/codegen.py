@@ -135,7 +135,9 @@ ROW_TORCH = {"sum": "{v}.sum(-1, keepdim=True)", "max": "{v}.amax(-1, keepdim=Tr
              "min": "{v}.amin(-1, keepdim=True)", "softmax": "torch.softmax({v}, -1)",
              "log_softmax": "torch.log_softmax({v}, -1)",
              "layer_norm": "torch.nn.functional.layer_norm({v}, {v}.shape[-1:], eps={eps!r})",
-             "rms_norm": "{v} * torch.rsqrt({v}.square().mean(-1, keepdim=True) + {eps!r})"}
+             "rms_norm": "{v} * torch.rsqrt({v}.square().mean(-1, keepdim=True) + {eps!r})",
+             "moments": "(lambda var, mean: torch.cat([mean, torch.rsqrt(var + {eps!r})], -1))("
+                        "*torch.var_mean({v}, -1, correction=0, keepdim=True))"}
 
 
 def kernel_in_torch(spec, args: list[str]) -> str:

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 UNARY = ("neg", "exp", "log", "sqrt", "rsqrt", "recip", "abs", "relu", "sigmoid", "tanh", "erf", "gelu",
          "gelu_tanh", "silu")
 BINARY = ("add", "sub", "mul", "div", "pow", "maximum", "minimum")
-REDUCE_KINDS = ("sum", "max", "min", "softmax", "log_softmax", "layer_norm", "rms_norm")
+REDUCE_KINDS = ("sum", "max", "min", "softmax", "log_softmax", "layer_norm", "rms_norm", "moments")
 
 ACC = ("acc",)
 
@@ -80,6 +80,7 @@ class RowReduceSpec:
 
     prologue: an Epi over ("x",) and extras (broadcast to x's shape) applied to each element before reducing.
     kind: sum | max | min produce one value per row (out shape: x's with last dim 1);
+          moments: a layer norm's statistics, mean and 1/sqrt(biased variance + eps) (out: last dim 2);
           softmax | log_softmax | layer_norm | rms_norm produce a full row (out shape: x's shape);
           layer_norm/rms_norm take optional weight/bias as extras named by ``weight``/``bias`` (extra index).
     epilogue: an Epi over ("acc",) (the kernel's result element) and extras, broadcast to the out shape.

@@ -6,7 +6,10 @@ index (straight-line code for the spec's shape). A row is read in chunks of BLOC
 - softmax, log_softmax, layer_norm, rms_norm: when the row fits one chunk it stays in registers (x read
   once); longer rows take two passes: statistics first (online softmax: running max and rescaled sum;
   layer_norm: per-chunk mean and squared deviations merged with Chan's formula, numerically like
-  two-pass; rms_norm: sum of squares), then normalize and store (x read twice).
+  two-pass; rms_norm: sum of squares), then normalize and store (x read twice);
+- moments: layer_norm's statistics alone, mean and 1/std, stored side by side (out[..., 0:2]); x is read
+  once (long rows: the chunk statistics merged with Chan's formula), so a GEMM that normalises in its
+  epilogue (rules/softmax.egg) never needs the normalised rows written.
 BLOCK_COLS is the next power of two of the row length, capped by ``spec.block``; BLOCK_ROWS fills the rest
 of the block. The prologue runs on each loaded element, layer_norm/rms_norm apply the optional weight and
 bias extras (biased variance, like torch), then the epilogue runs on each result element; all in fp32.
@@ -113,6 +116,10 @@ class _Rows:
         return self.spec.kind in NORMALIZATIONS
 
     @property
+    def moments(self) -> bool:
+        return self.spec.kind == "moments"
+
+    @property
     def looped(self) -> bool:
         return self.n_cols > self.block_cols
 
@@ -125,7 +132,7 @@ class _Rows:
     def column_tensors(self) -> set[str]:
         """Tensors read or written per column (all but a sum/max/min's out and epilogue inputs)."""
         per_column = set(self.prologue_inputs) | (set(self.row_inputs) if self.full_row else set())
-        return {"x"} | ({"out"} if self.full_row else set()) | {f"in{i}" for i in per_column}
+        return {"x"} | ({"out"} if self.full_row or self.moments else set()) | {f"in{i}" for i in per_column}
 
     def row_invariant(self, t: str) -> bool:
         """A per-column input that every row shares (a norm's weight): read as one row of BLOCK_COLS."""
@@ -147,13 +154,16 @@ class _Rows:
 
 
 def _analyse(spec: RowReduceSpec) -> _Rows:
-    if spec.kind not in REDUCTIONS and spec.kind not in NORMALIZATIONS:
+    if spec.kind not in REDUCTIONS and spec.kind not in NORMALIZATIONS and spec.kind != "moments":
         raise UnsupportedSpec(f"unknown row reduction {spec.kind!r}")
+    if spec.kind == "moments" and spec.epilogue != ("acc",):
+        raise UnsupportedSpec("moments stores its two statistics as they are (no epilogue)")
     check_dtypes(spec.x, spec.out, *spec.extras)
     check_power_of_two(block=spec.block)
     x = spec.x.shape
     full_row = spec.kind in NORMALIZATIONS
-    if not x or spec.out.shape != (x if full_row else x[:-1] + (1,)):
+    out = x if full_row else x[:-1] + (2 if spec.kind == "moments" else 1,)
+    if not x or spec.out.shape != out:
         raise UnsupportedSpec(f"{spec.kind} of x {x} cannot give out {spec.out.shape}")
     if not full_row and (spec.weight, spec.bias) != (None, None):
         raise UnsupportedSpec(f"{spec.kind} takes no weight or bias")
@@ -174,13 +184,17 @@ def _analyse(spec: RowReduceSpec) -> _Rows:
     return _Rows(spec, rows, n_rows, n_cols, block_rows, block_cols, tuple(prologue_inputs), row_inputs)
 
 
+def _takes_eps(spec: RowReduceSpec) -> bool:
+    return spec.kind.endswith("norm") or spec.kind == "moments"
+
+
 def kernel_params(spec: RowReduceSpec) -> list[Param]:
     r = _analyse(spec)
     inner = {f"size_{label}": spec.x.shape[d] for label, d in list(r.rows.items())[1:]}
     stride_params = []
     for t, operand, _ in r.tensors():
         stride_params += strides(t, operand, r.layout(t, operand))
-    eps = [Param("eps", repr(float(spec.eps)), "fp32", float(spec.eps))] if spec.kind.endswith("norm") else []
+    eps = [Param("eps", repr(float(spec.eps)), "fp32", float(spec.eps))] if _takes_eps(spec) else []
     blocks = [Param("BLOCK_ROWS", str(r.block_rows), "constexpr", r.block_rows),
               Param("BLOCK_COLS", str(r.block_cols), "constexpr", r.block_cols)]
     return ([pointer(t, o, role) for t, o, role in r.tensors()]
@@ -267,9 +281,23 @@ def _normalization_body(r: _Rows) -> list[str]:
             + _loop(_chunk(r, "start", k.identity) + [f"acc = {k.value}"] + _finish_tile(r)))
 
 
+def _moments_body(r: _Rows) -> list[str]:
+    k = NORMALIZATIONS["layer_norm"]
+    if r.looped:
+        stats = (list(k.init) + ["# one pass over the row:", f"# {k.pass1}"]
+                 + _loop(_chunk(r, "start", k.identity) + list(k.update)) + list(k.after))
+    else:
+        stats = ["# the row fits one chunk: x is read once"] + _chunk(r, None, k.identity) + list(k.registers)
+    dtype = r.spec.out.dtype
+    return stats + [f"# mean and 1/std of each row, side by side, stored as {dtype}",
+                    f"tl.store(out_ptr + out_row, {store_value('mean', dtype)}, mask=mask_rows)",
+                    f"tl.store(out_ptr + out_row + stride_out_col, {store_value('inv_std', dtype)}, mask=mask_rows)"]
+
+
 def kernels(spec: RowReduceSpec, name: str) -> list[Kernel]:
     r = _analyse(spec)
-    body = _preamble(r) + (_normalization_body(r) if r.full_row else _reduction_body(r))
+    body = _preamble(r) + (_normalization_body(r) if r.full_row else _moments_body(r) if r.moments
+                           else _reduction_body(r))
     return [Kernel(f"{name}_kernel", kernel_params(spec), indent(body), warps_for(r.block_rows * r.block_cols))]
 
 
@@ -284,7 +312,7 @@ def render(spec: RowReduceSpec, name: str, header_text: str = "") -> str:
     summary = [f"row reduction {spec.kind} over the last dim of x{list(spec.x.shape)} {spec.x.dtype} "
                f"-> out{list(spec.out.shape)} {spec.out.dtype}: {r.n_rows} rows of {r.n_cols}",
                f"prologue: {format_expr(spec.prologue)}; epilogue: {format_expr(spec.epilogue)}"
-               + (f"; {affine}, eps={spec.eps}" if spec.kind.endswith("norm") else ""),
+               + (f"; {affine}, eps={spec.eps}" if _takes_eps(spec) else ""),
                f"BLOCK_ROWS={r.block_rows} BLOCK_COLS={r.block_cols} ({'looped' if r.looped else 'one chunk'}), "
                f"num_warps={kernel.num_warps}"] + traffic(reads, [("out", nbytes(spec.out))])
     body = [f"    n_rows, n_cols = {r.n_rows}, {r.n_cols}"] + kernel.launch(f"(triton.cdiv(n_rows, {r.block_rows}),)")
