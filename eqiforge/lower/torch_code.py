@@ -155,7 +155,7 @@ class _Writer:
         numbers = _scalar_operands(g, n)
         if numbers is not None:
             a, b = (_number(v) if v is not None else self.operand(j) for v, j in zip(numbers, n.inputs))
-            return self.vector_op(i, numbers) or f"{a} {INFIX[n.op]} {b}"
+            return self.mean(i, numbers) or self.vector_op(i, numbers) or f"{a} {INFIX[n.op]} {b}"
         if n.op == "Where" and [g.nodes[j].op == "Fill" for j in n.inputs[1:]].count(True) == 1:
             cond, a, b = (_number(_scalar(g, j)) if g.nodes[j].op == "Fill" and k else self.operand(j)
                           for k, j in enumerate(n.inputs))
@@ -204,6 +204,23 @@ class _Writer:
                 break
             j, node = node.inputs[0], self.graph.nodes[node.inputs[0]]
         return j
+
+    def mean(self, i: int, numbers: list) -> str | None:
+        """A sum times 1/(the number of elements summed) as one ``mean`` call (the frontend decomposes
+        means; the unused sum is dropped later)."""
+        g, n = self.graph, self.graph.nodes[i]
+        scale, j = next(((v, j) for v, j in zip(numbers, n.inputs) if v is not None), (None, None))
+        total = g.nodes[n.inputs[0] if j == n.inputs[1] else n.inputs[1]]
+        if n.op != "Mul" or total.op != "Sum" or not ops.DTYPES[n.dtype].is_floating_point:
+            return None
+        dims = total.attrs[0]
+        x = total.inputs[0]
+        if not math.isclose(scale, 1.0 / math.prod(g.nodes[x].shape[d] for d in dims), rel_tol=1e-12):
+            return None
+        sum_node = n.inputs[0] if j == n.inputs[1] else n.inputs[1]
+        if sum_node in self.vectors:  # the sum's 1-D form: the mean's too
+            return self.with_vector(i, f"{self.operand(x)}.mean({dims[0]})", self.vectors[sum_node][1])
+        return f"{self.operand(x)}.mean({dims[0] if len(dims) == 1 else list(dims)}, keepdim=True)"
 
     def vector_op(self, i: int, numbers: list) -> str | None:
         """A scalar op on a node with a 1-D form is computed on that form (its matrix form follows)."""
