@@ -363,6 +363,17 @@ def _row_reductions(rng):
     return b.out(*outs), ["fusion"]
 
 
+@case(*[f"split-row-reduction-{split}-{count}" for split in (8, 64) for count in (0, 1, 2)])
+def _long_rows(rng):
+    """Row reductions over rows of 8192 to 16384 elements, reading x alone, x in a prologue, and x and y."""
+    b = B(rng)
+    m, n = b.dim(1, 3), 64 * b.dim(128, 256)
+    x, y = b.x("x", m, n), b.x("y", m, n)
+    outs = [b.op("Amax", x, attrs=[(1,)]), b.op("Sum", b.op("Exp", x), attrs=[(1,)]),
+            b.op("Sum", b.op("Mul", x, y), attrs=[(1,)])]
+    return b.out(*outs), ["fusion", "tiling"]
+
+
 def _softmax_parts(b, x, shape):
     last = (len(shape) - 1,)
     c = b.op("Sub", x, b.op("Expand", b.op("Amax", x, attrs=[last]), attrs=[shape]))

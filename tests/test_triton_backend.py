@@ -154,3 +154,23 @@ def test_a_kernel_that_fails_to_build_falls_back_to_pytorch_at_its_first_call():
         assert_close(opt(*inputs), fn(*inputs))
     assert first not in opt.runner.generated.kernels and f"{first} in PyTorch" in opt.source
     assert any(first in note and "could not be built" in note for note in opt.report.lowering_notes)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+def test_few_long_rows_reduce_in_two_stages(dtype):
+    """A dot product over 2 rows of 2^19: one program per row would leave most SMs idle, so the plan reads
+    each row as 64 parts (float32 partial sums, the product fused as the prologue), then sums the parts.
+    Many rows keep one stage."""
+    torch.manual_seed(0)
+    fn = lambda a, b: (a * b).sum(-1)  # noqa: E731
+    a, b = torch.randn(2, 1 << 19).to(dtype), torch.randn(2, 1 << 19).to(dtype)
+    opt = eqiforge.optimize(fn, (a, b), backend="triton", device="H200")
+    stages = [n for n in kernels(opt) if n.op == "RowReduceK"]
+    assert [(n.shape, n.dtype) for n in stages] == [((2, 64, 1), "float32"), ((2, 1), str(dtype).split(".")[1])]
+    with torch.no_grad():
+        got, want = opt(a, b), fn(a.float(), b.float())
+    tolerance = 1e-5 if dtype == torch.float32 else 2e-3
+    assert got.dtype == dtype and (got.float() - want).abs().max() <= tolerance * want.abs().max()
+    many = eqiforge.optimize(fn, (torch.randn(4096, 8192), torch.randn(4096, 8192)), backend="triton", device="H200")
+    assert [n.shape for n in kernels(many) if n.op == "RowReduceK"] == [(4096, 1)]
+

@@ -402,12 +402,37 @@ def test_static_resources_for_hopper():
     spec = GemmSpec(Operand((256, 128), "float16"), Operand((128, 256), "float16"), Operand((256, 256), "float16"),
                     tile=Tile(64, 64, 32, num_warps=4, num_stages=3), epilogue=bin_("add", ACC, IN(0)),
                     extras=(Operand((1, 256), "float16"),))
-    try:
-        res = static_resources(spec, "gemm_sm90")
-    except StaticCompileUnavailable as e:
-        pytest.skip(f"this Triton cannot compile for CUDA here: {e}")
+    res = _hopper(spec, "gemm_sm90")
     assert 0 < res["n_regs"] <= 255 and res["n_spills"] >= 0
     assert 0 < res["shared"] <= 228 * 1024 and res["num_warps"] == 4 and res["num_stages"] == 3
+
+
+def _hopper(spec, name):
+    try:
+        return static_resources(spec, name)
+    except StaticCompileUnavailable as e:
+        pytest.skip(f"this Triton cannot compile for CUDA here: {e}")
+
+
+HOPPER_SPECS = {  # kernels the interpreter passes but a real compile might not: each must build without spills
+    "moments_looped": RowReduceSpec("moments", Operand((4096, 8192), "float16"), Operand((4096, 2), "float32")),
+    "moments_one_chunk": RowReduceSpec("moments", Operand((4096, 768), "bfloat16"), Operand((4096, 2), "float32")),
+    "split_reduction_part": RowReduceSpec("sum", Operand((2, 64, 8192), "float16"), Operand((2, 64, 1), "float32"),
+                                          prologue=bin_("mul", IN(0), IN(1)), epilogue=("cast", "float32", ACC),
+                                          extras=(Operand((2, 64, 8192), "float16"),) * 2),
+    "layer_norm_gemm": GemmSpec(Operand((4096, 1024), "float16"), Operand((1024, 1024), "float16"),
+                                Operand((4096, 1024), "float16"), tile=Tile(128, 128, 32, num_warps=8, num_stages=3),
+                                epilogue=bin_("add", bin_("mul", bin_("sub", ACC, bin_("mul", IN(1), IN(2))), IN(0)),
+                                              IN(3)),
+                                extras=(Operand((4096, 1), "float32"), Operand((4096, 1), "float32"),
+                                        Operand((1, 1024), "float32"), Operand((1, 1024), "float16"))),
+}
+
+
+@pytest.mark.parametrize("name", list(HOPPER_SPECS))
+def test_new_kernels_compile_for_hopper(name):
+    res = _hopper(HOPPER_SPECS[name], name)
+    assert 0 < res["n_regs"] <= 255 and res["n_spills"] == 0
 
 
 def test_load_module_caches_by_text(tmp_path, monkeypatch):

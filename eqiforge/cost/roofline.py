@@ -16,6 +16,8 @@ from .devices import Device, get_device
 from .features import NodeFeatures
 
 TILE = 128
+ROW_BLOCK = 1024  # elements per program of the row-reduction template (RowReduceSpec.block)
+SM_STREAM_SHARE = 4.0  # an SM streams up to ~4x its equal share of DRAM bandwidth: a prior, the learned model corrects it
 
 
 class RooflinePrior:
@@ -49,6 +51,8 @@ class RooflinePrior:
             return self._gemm_kernel_seconds(f, memory)
         if f.op == "AttentionK":
             return dev.launch_us * 1e-6 + max(self._attention_seconds(f), memory)
+        if f.op == "RowReduceK":
+            memory /= self._row_bandwidth_share(f)
         if f.kind == "matmul":
             compute = self._matmul_seconds(f, f.in_shapes[0][-1], (TILE, TILE, 32, 3), 1)
         else:
@@ -71,6 +75,16 @@ class RooflinePrior:
         launches = 2 if split_k > 1 else 1
         memory += partials / (self.device.mem_bw_gbs * 1e9)
         return launches * self.device.launch_us * 1e-6 + max(compute, memory)
+
+    def _row_bandwidth_share(self, f: NodeFeatures) -> float:
+        """The share of DRAM bandwidth a generated row reduction can draw: one program per block of rows
+        (ROW_BLOCK elements), an SM streaming at most SM_STREAM_SHARE times its equal share, so a few long
+        rows leave most SMs idle (what a two-stage reduction, rules/tiling.egg, fixes)."""
+        x = f.in_shapes[0]
+        rows, n = ops.numel(x[:-1]), x[-1]
+        block_cols = min(ROW_BLOCK, 1 << max(n - 1, 0).bit_length())
+        programs = math.ceil(rows / max(ROW_BLOCK // block_cols, 1))
+        return min(1.0, programs * SM_STREAM_SHARE / self.device.sms)
 
     def _attention_seconds(self, f: NodeFeatures) -> float:
         """Query tiles of 64 rows run in waves over the SMs, each doing both products over all keys."""
