@@ -222,3 +222,18 @@ def test_layer_norm_then_linear_normalises_in_the_gemm_epilogue():
     assert [k.attrs[0] for k in _kernels(unfused) if k.op == "RowReduceK"] == ["layer_norm"]
     assert fused_plan.report.predicted_after < unfused.report.predicted_after
 
+
+def test_decoding_attention_splits_the_key_axis():
+    """One query per head over 2048 keys: 8 query tiles would leave an H200's 132 SMs idle, so the kernel
+    runs 8 shares of the key axis per tile and a combine kernel merges them (flash-decoding), as priced."""
+    torch.manual_seed(0)
+    q, k, v = torch.randn(1, 8, 1, 64), torch.randn(1, 8, 2048, 64), torch.randn(1, 8, 2048, 64)
+    fn = lambda q, k, v: torch.nn.functional.scaled_dot_product_attention(q, k, v)  # noqa: E731
+    opt = eqiforge.optimize(fn, (q, k, v), backend="triton", device="H200")
+    with torch.no_grad():
+        assert_close(opt(q, k, v), fn(q, k, v))
+    assert len(attention_nodes(opt)) == 1
+    assert "key axis split in 8 shares of 256 keys" in opt.source and "_combine_kernel[" in opt.source
+    prefill = eqiforge.optimize(fn, (torch.randn(1, 8, 2048, 64),) * 3, backend="triton", device="H200")
+    assert "combine" not in prefill.source  # 256 query tiles fill the SMs by themselves
+

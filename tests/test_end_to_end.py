@@ -145,6 +145,19 @@ def test_wrong_input_shape_is_a_clear_error():
         opt(*inputs, inputs[0])
 
 
+def test_example_inputs_that_alias_or_go_unused():
+    """The same tensor passed for several inputs (or views of one) still gives a program of independent
+    inputs (torch.export would trace them as one), and an input the program ignores is still checked."""
+    t = torch.randn(2, 8, 4)
+    attention = lambda q, k, v: torch.nn.functional.scaled_dot_product_attention(q, k, v)  # noqa: E731
+    check(attention, (t, t, t))
+    x = torch.randn(6, 6)
+    check(lambda a, b: a @ b + a, (x, x.T))
+    opt = check(lambda x, unused: x * 2, (x, torch.randn(5)))
+    with pytest.raises(EqiforgeError, match="input 'unused' is float32\\[6\\]"):
+        opt(x, torch.randn(6))
+
+
 def test_torch_plan_is_straight_line_code_with_matrix_vector_products():
     """The torch backend's plan is one function: the reassociated chain runs as three torch.mv calls on
     the 1-D vector (no [k, 1] matrices, no reshapes left), and an input named like a generated variable

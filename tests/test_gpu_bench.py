@@ -76,7 +76,7 @@ def test_dry_run_checks_every_plan_without_egglog(plans, tmp_path):
                    "/compile", "/max-autotune"):
         assert f"| {column} |" in header
     last_row = done.stdout.rstrip().splitlines()[-2]  # the table is printed last
-    assert last_row.startswith("| attention_causal_") and "| yes |" in last_row
+    assert last_row.startswith("| attention_decode_") and "| yes |" in last_row
 
 
 def test_without_cuda_says_so_and_exits_cleanly(plans, tmp_path):

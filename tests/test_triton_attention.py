@@ -72,14 +72,14 @@ def check(out, ref, dtype):
 
 
 def attention(q, k, v, scale=None, bias=None, causal=False, k_t=False, block_m=16, block_n=16, out_dtype=None,
-              **options):
+              split=1, **options):
     """Build the kernel for these tensors, run it, return its output."""
     d = q.shape[-1]
     scale = 1 / math.sqrt(d) if scale is None else scale
     out_shape = tuple(q.shape[:-1]) + (v.shape[-1],)
     out_dtype = out_dtype or q.dtype
     spec = AttentionSpec(operand(q), operand(k), operand(v), Operand(out_shape, DTYPE_NAMES[out_dtype]), scale,
-                         causal, k_t, operand(bias) if bias is not None else None, block_m, block_n)
+                         causal, k_t, operand(bias) if bias is not None else None, block_m, block_n, split)
     out = torch.empty(out_shape, dtype=out_dtype)
     return build(spec, "attn", **options)(out, q, k, v, *([bias] if bias is not None else []))
 
@@ -264,6 +264,24 @@ def test_attention_rank_two_and_three():
     torch.manual_seed(17)
     run_check(randn(17, 16), randn(40, 16), randn(40, 16))
     run_check(randn(4, 17, 16), randn(2, 40, 16), randn(2, 40, 16), causal=True)  # GQA over the only batch dim
+
+
+@pytest.mark.parametrize("split", [2, 3, 8])
+@pytest.mark.parametrize("causal", [False, True])
+def test_attention_split_key_axis_combines_exactly(split, causal):
+    """Flash-decoding: shares of the key axis in separate programs, merged per row by a combine kernel; with
+    more shares than key tiles, or shares above the causal diagonal, the empty shares drop out."""
+    torch.manual_seed(18)
+    q, k, v = randn(2, 4, 3, 32), randn(2, 2, 100, 32), randn(2, 2, 100, 48)  # grouped heads, decode-like Sq
+    run_check(q, k, v, causal=causal, split=split)
+    bias = randn(1, 4, 3, 100).masked_fill(torch.rand(1, 4, 3, 100) < 0.3, float("-inf"))
+    run_check(q, k.transpose(-1, -2).contiguous(), v, bias=bias, k_t=True, split=split)
+
+
+def test_attention_split_key_axis_half_precision():
+    torch.manual_seed(19)
+    run_check(randn(1, 2, 1, 64, dtype=torch.float16), randn(1, 2, 200, 64, dtype=torch.float16),
+              randn(1, 2, 200, 64, dtype=torch.float16), split=4)
 
 
 # ------------------------------------------------------------------------------------------- source

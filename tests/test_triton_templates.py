@@ -20,7 +20,8 @@ import torch.nn.functional as F  # noqa: E402
 import triton  # noqa: E402
 
 from eqiforge.fused import evaluate  # noqa: E402
-from eqiforge.lower.kernels import BINARY, UNARY, GemmSpec, Operand, PointwiseSpec, RowReduceSpec, Tile  # noqa: E402
+from eqiforge.lower.kernels import (BINARY, UNARY, AttentionSpec, GemmSpec, Operand, PointwiseSpec,  # noqa: E402
+                                    RowReduceSpec, Tile)
 from eqiforge.lower.triton import (StaticCompileUnavailable, UnsupportedSpec, build, load_module,  # noqa: E402
                                    render, static_resources)
 from eqiforge.lower.triton import epilogue  # noqa: E402
@@ -420,6 +421,9 @@ HOPPER_SPECS = {  # kernels the interpreter passes but a real compile might not:
     "split_reduction_part": RowReduceSpec("sum", Operand((2, 64, 8192), "float16"), Operand((2, 64, 1), "float32"),
                                           prologue=bin_("mul", IN(0), IN(1)), epilogue=("cast", "float32", ACC),
                                           extras=(Operand((2, 64, 8192), "float16"),) * 2),
+    "split_attention": AttentionSpec(Operand((1, 32, 1, 128), "float16"), Operand((1, 8, 4096, 128), "float16"),
+                                     Operand((1, 8, 4096, 128), "float16"), Operand((1, 32, 1, 128), "float16"),
+                                     0.088, causal=True, split=8),
     "layer_norm_gemm": GemmSpec(Operand((4096, 1024), "float16"), Operand((1024, 1024), "float16"),
                                 Operand((4096, 1024), "float16"), tile=Tile(128, 128, 32, num_warps=8, num_stages=3),
                                 epilogue=bin_("add", bin_("mul", bin_("sub", ACC, bin_("mul", IN(1), IN(2))), IN(0)),

@@ -46,10 +46,10 @@ SIZES = {
     "gpu": {"d": 768, "heads": 12, "ffn": 3072, "batch": 8, "seq": 512, "mlp": 4096, "tokens": 4096,
             "chain": 4096, "rank_n": 8192, "rank": 64, "rank_rows": 2048, "sums": 4096, "norm": 4096,
             "norm_rows": 8192, "attention": [(2, 16, 1024, 64), (1, 16, 4096, 128)],
-            "attention_long": [(1, 16, 8192, 64), (1, 16, 16384, 128)]},
+            "attention_long": [(1, 16, 8192, 64), (1, 16, 16384, 128)], "decode": (1, 32, 16384, 128)},
     "tiny": {"d": 24, "heads": 2, "ffn": 40, "batch": 2, "seq": 5, "mlp": 40, "tokens": 9, "chain": 33,
              "rank_n": 40, "rank": 3, "rank_rows": 7, "sums": 33, "norm": 40, "norm_rows": 6,
-             "attention": [(1, 2, 17, 16)], "attention_long": [(1, 2, 33, 16)]},
+             "attention": [(1, 2, 17, 16)], "attention_long": [(1, 2, 33, 16)], "decode": (1, 2, 300, 16)},
 }
 
 
@@ -87,6 +87,10 @@ def suite(s: dict) -> list[Entry]:
                 cpu_reference=key == "attention")
           for key in ("attention", "attention_long") for shapes in [s[key]] for shape in shapes
           for causal in (False, True)),
+        # decoding: one query per head over a long cache; the kernel splits the key axis (flash-decoding)
+        Entry("attention_decode" + "_s{2}_d{3}".format(*s["decode"]), [["eqiforge.examples.Attention", {}]],
+              [[*s["decode"][:2], 1, s["decode"][3]], list(s["decode"]), list(s["decode"])], dtypes=("float16",),
+              count_flops=True),
     ]
 
 

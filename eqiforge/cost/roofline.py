@@ -17,7 +17,26 @@ from .features import NodeFeatures
 
 TILE = 128
 ROW_BLOCK = 1024  # elements per program of the row-reduction template (RowReduceSpec.block)
+ATTENTION_BLOCK = 64  # query rows and keys per tile of the attention template (AttentionSpec.block_m/_n)
+MIN_KEYS_PER_SHARE = 4 * ATTENTION_BLOCK  # a key-axis share reads at least 4 key tiles
 SM_STREAM_SHARE = 4.0  # an SM streams up to ~4x its equal share of DRAM bandwidth: a prior, the learned model corrects it
+
+
+def attention_split(n_batch: int, sq: int, sk: int, sms: int) -> int:
+    """Shares of the key axis an attention kernel runs as separate programs (flash-decoding): when its query
+    tiles alone would leave SMs idle (decoding: a query or a few per head), enough shares to give every SM
+    a program, each of at least MIN_KEYS_PER_SHARE keys. The plan's kernel uses the split priced here."""
+    tiles = n_batch * math.ceil(sq / ATTENTION_BLOCK)
+    if 2 * tiles > sms:
+        return 1
+    return max(1, min(math.ceil(sms / tiles), sk // MIN_KEYS_PER_SHARE))
+
+
+def _row_programs(x: tuple) -> int:
+    """Programs of the row-reduction template over ``x``: one per block of rows of ROW_BLOCK elements."""
+    rows, n = ops.numel(x[:-1]), x[-1]
+    block_cols = min(ROW_BLOCK, 1 << max(n - 1, 0).bit_length())
+    return math.ceil(rows / max(ROW_BLOCK // block_cols, 1))
 
 
 class RooflinePrior:
@@ -50,9 +69,9 @@ class RooflinePrior:
         if f.op == "GemmK":
             return self._gemm_kernel_seconds(f, memory)
         if f.op == "AttentionK":
-            return dev.launch_us * 1e-6 + max(self._attention_seconds(f), memory)
+            return self._attention_kernel_seconds(f, memory)
         if f.op == "RowReduceK":
-            memory /= self._row_bandwidth_share(f)
+            memory /= self._bandwidth_share(_row_programs(f.in_shapes[0]))
         if f.kind == "matmul":
             compute = self._matmul_seconds(f, f.in_shapes[0][-1], (TILE, TILE, 32, 3), 1)
         else:
@@ -76,23 +95,27 @@ class RooflinePrior:
         memory += partials / (self.device.mem_bw_gbs * 1e9)
         return launches * self.device.launch_us * 1e-6 + max(compute, memory)
 
-    def _row_bandwidth_share(self, f: NodeFeatures) -> float:
-        """The share of DRAM bandwidth a generated row reduction can draw: one program per block of rows
-        (ROW_BLOCK elements), an SM streaming at most SM_STREAM_SHARE times its equal share, so a few long
-        rows leave most SMs idle (what a two-stage reduction, rules/tiling.egg, fixes)."""
-        x = f.in_shapes[0]
-        rows, n = ops.numel(x[:-1]), x[-1]
-        block_cols = min(ROW_BLOCK, 1 << max(n - 1, 0).bit_length())
-        programs = math.ceil(rows / max(ROW_BLOCK // block_cols, 1))
+    def _bandwidth_share(self, programs: int) -> float:
+        """The share of DRAM bandwidth ``programs`` running programs can draw, an SM streaming at most
+        SM_STREAM_SHARE times its equal share: a few programs leave most of it unused (what two-stage row
+        reductions and split attention fix)."""
         return min(1.0, programs * SM_STREAM_SHARE / self.device.sms)
 
-    def _attention_seconds(self, f: NodeFeatures) -> float:
-        """Query tiles of 64 rows run in waves over the SMs, each doing both products over all keys."""
-        *batch, rows, _ = f.out_shape
-        tiles = ops.numel(batch) * math.ceil(rows / 64)
-        waves = math.ceil(tiles / self.device.sms)
+    def _attention_kernel_seconds(self, f: NodeFeatures, memory: float) -> float:
+        """Query tiles of 64 rows (times the key-axis shares, see attention_split) run in waves over the SMs,
+        each doing both products over its keys; a split adds the combine kernel and its fp32 workspace."""
+        *batch, rows, dv = f.out_shape
+        n_batch, sk = ops.numel(batch), f.in_shapes[2][-2]
+        split = attention_split(n_batch, rows, sk, self.device.sms)
+        programs = n_batch * math.ceil(rows / ATTENTION_BLOCK) * split
+        waves = math.ceil(programs / self.device.sms)
         per_sm = self.device.matmul_peak(f.dtype) * 0.7 / self.device.sms  # softmax work between products
-        return waves * f.flops / max(tiles, 1) / per_sm
+        compute = waves * f.flops / programs / per_sm
+        seconds = self.device.launch_us * 1e-6 + max(compute, memory / self._bandwidth_share(programs))
+        if split > 1:
+            workspace = 2 * 4 * split * n_batch * rows * (dv + 2)  # written, then read by the combine kernel
+            seconds += self.device.launch_us * 1e-6 + workspace / (self.device.mem_bw_gbs * 1e9)
+        return seconds
 
     def _matmul_seconds(self, f: NodeFeatures, k: int, tile: tuple, split_k: int) -> float:
         """Wave-quantised compute time: every wave of tiles costs a full tile; small tiles run the tensor

@@ -104,7 +104,20 @@ def _check_inputs(example_inputs) -> tuple[torch.Tensor, ...]:
         if not isinstance(x, torch.Tensor):
             raise EqiforgeError(f"example_inputs[{i}] is of type {type(x).__name__}; EqiForge programs take tensors "
                                 "only (bind other arguments with functools.partial or a closure)")
-    return tuple(example_inputs)
+    return _unaliased(example_inputs)
+
+
+def _unaliased(inputs) -> tuple[torch.Tensor, ...]:
+    """The inputs, each sharing memory with no earlier one (those are copied): torch.export traces inputs
+    that alias as one tensor, so f(t, t, t) would become a program of one input and compute f(v, v, v) for
+    any (q, k, v) it is later called with."""
+    seen: set[int] = set()
+    out = []
+    for x in inputs:
+        storage = x.untyped_storage().data_ptr() if x.numel() else None
+        out.append(x.clone() if storage in seen else x)
+        seen.add(storage)
+    return tuple(out)
 
 
 def _name(fn_or_module) -> str:

@@ -34,7 +34,8 @@ def fold_constant_externs(graph: Graph) -> Graph:
             values[i] = run_node(graph, n, [value(j) for j in n.inputs], {})
         return values[i]
 
-    for i in graph.live_nodes():
+    inputs = {i for i, n in enumerate(graph.nodes) if n.op == "Input"}  # unused ones too: the caller passes them
+    for i in sorted(set(graph.live_nodes()) | inputs):
         n = graph.nodes[i]
         if n.op == "Fill" or (n.op not in ("Input", "Param") and all(j in constant for j in n.inputs)
                               and (n.op != "Extern" or _deterministic(graph.externs[n.attrs[0]]))):

@@ -8,12 +8,14 @@ fused expression (reported as a fallback).
 """
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 
 import torch
 
 from .. import fused, ops
+from ..cost.roofline import attention_split
 from ..ir import ExternCall, Graph, TensorArg
 from . import kernels as K
 from .plan import Plan
@@ -62,9 +64,10 @@ GENERATED_VAR = re.compile(r"[a-z]\d+")
 
 # ----------------------------------------------------------------------------------------- kernel specs
 
-def kernel_spec(graph: Graph, i: int):
+def kernel_spec(graph: Graph, i: int, sms: int | None = None):
     """(spec, operand node ids in launcher order) of kernel node ``i`` (its inputs are all read: the
-    snapshot drops inputs that fused expressions do not read)."""
+    snapshot drops inputs that fused expressions do not read). ``sms``: the SMs of the device the plan was
+    priced for, which choose an attention kernel's key-axis split as the cost model priced it."""
     n = graph.nodes[i]
     operand = lambda j: K.Operand(graph.nodes[j].shape, graph.nodes[j].dtype)  # noqa: E731
     out = K.Operand(n.shape, n.dtype)
@@ -77,8 +80,11 @@ def kernel_spec(graph: Graph, i: int):
     elif n.op == "AttentionK":
         layout_k, scale, causal = n.attrs
         bias = operand(n.inputs[3]) if len(n.inputs) > 3 else None
+        *batch, sq, _ = n.shape
+        sk = graph.nodes[n.inputs[2]].shape[-2]
+        split = attention_split(math.prod(batch), sq, sk, sms) if sms else 1
         spec = K.AttentionSpec(*(operand(j) for j in n.inputs[:3]), out, scale, bool(causal), layout_k == "T",
-                               bias)
+                               bias, split=split)
     else:
         kind, prologue, epilogue, eps = n.attrs
         spec = K.RowReduceSpec(kind, operand(n.inputs[0]), out, prologue, epilogue,
@@ -260,7 +266,7 @@ def generate(plan: Plan, input_names: list[str], title: str = "plan", bound: lis
                 body.append(f"e{i} = e{i} if isinstance(e{i}, (tuple, list)) else (e{i},)")
             body.append(f"{var} = {extern_results[key]}[{n.attrs[1]}]")
         elif ops.get(n.op).kind == "kernel":
-            spec, operand_ids = kernel_spec(graph, i)
+            spec, operand_ids = kernel_spec(graph, i, plan.sms)
             operands = [names[j] for j in operand_ids]
             kname = f"kernel{len(gen.kernels) + len(gen.fallbacks)}_{n.op[:-1].lower()}"
             try:

@@ -122,3 +122,4 @@ class AttentionSpec:
     bias: Operand | None = None
     block_m: int = 64
     block_n: int = 64
+    split: int = 1  # shares of the key axis run by separate programs, then combined (flash-decoding)

@@ -20,6 +20,7 @@ class Plan:
     node_seconds: dict[int, float] = field(default_factory=dict)
     cost_model: str = ""
     folded: int = 0  # nodes evaluated at optimization time
+    sms: int | None = None  # SMs of the device priced for: kernels are configured as they were priced
 
     @property
     def predicted_seconds(self) -> float:
@@ -80,7 +81,8 @@ def build_plan(snap, choice: dict[int, int], source: Graph, cost_model, fold_con
                 consts[built[c]] = graph.params[name]
     graph.outputs = [built[r] for r in snap.roots]
     graph = compact(graph)
-    return Plan(graph, price(graph, cost_model), getattr(cost_model, "name", ""), folded)
+    device = getattr(cost_model, "device", None)
+    return Plan(graph, price(graph, cost_model), getattr(cost_model, "name", ""), folded, getattr(device, "sms", None))
 
 
 def _is_causal_bias(bias: torch.Tensor | None, out_shape) -> bool:

@@ -22,6 +22,10 @@ BLOCK_N keys and keeps an online softmax, so neither the scores S nor the probab
   v's dtype for P @ V), except bf16 under the Triton interpreter, which is upcast to fp32 after loading.
 - **Rows with no visible key** (every key masked by -inf bias, or causal with Sq > Sk) give 0, like
   ``torch.nn.functional.scaled_dot_product_attention`` (an explicit softmax would give NaN).
+- **Split key axis** (``spec.split`` > 1, for few query tiles and many keys, as in decoding): program
+  (tile, s) runs the online softmax over its share of the keys and writes its unnormalised accumulator,
+  row max and row sum to fp32 workspaces; a combine kernel merges the shares per row, rescaling each to
+  the overall max (the same online-softmax step, across programs), and stores ``acc / l``.
 """
 from __future__ import annotations
 
@@ -53,6 +57,15 @@ class _Attention:
     @property
     def n_batch(self) -> int:
         return math.prod(self.spec.out.shape[:-2])
+
+    @property
+    def split(self) -> bool:
+        return self.spec.split > 1
+
+    @property
+    def keys_per_split(self) -> int:
+        """Keys each share of the key axis covers: whole BLOCK_N tiles."""
+        return math.ceil(math.ceil(self.Sk / self.spec.block_n) / self.spec.split) * self.spec.block_n
 
     @property
     def head_dim(self) -> int:
@@ -112,6 +125,8 @@ def _analyse(spec: AttentionSpec) -> _Attention:
                               f"got {spec.q.dtype}, {spec.k.dtype}, {spec.v.dtype}")
     check_dtypes(spec.out, *([spec.bias] if spec.bias is not None else []))
     check_power_of_two(BLOCK_M=spec.block_m, BLOCK_N=spec.block_n)
+    if spec.split < 1:
+        raise UnsupportedSpec(f"split must be at least 1, got {spec.split}")
     if min(spec.block_m, spec.block_n) < 16:
         raise UnsupportedSpec(f"tl.dot needs tiles of at least 16, got BLOCK_M={spec.block_m}, "
                               f"BLOCK_N={spec.block_n}")
@@ -131,15 +146,23 @@ def _analyse(spec: AttentionSpec) -> _Attention:
 
 # ------------------------------------------------------------------------------------------- parameters
 
+WORKSPACES = [Param("ws_acc_ptr", "ws_acc", "*fp32", note="unnormalised P @ V per key share [split, batch, Sq, Dv]"),
+              Param("ws_m_ptr", "ws_m", "*fp32", note="row max per key share [split, batch, Sq]"),
+              Param("ws_l_ptr", "ws_l", "*fp32", note="row sum of exp(s - max) per key share [split, batch, Sq]")]
+
+
 def kernel_params(spec: AttentionSpec, input_precision: str = "ieee") -> list[Param]:
     a = _analyse(spec)
     batch_coords = {f"batch{d}": d for d in a.batch}
-    pointers = [pointer(t, o, role) for t, o, role in a.tensors()]
+    tensors = [(t, o, role) for t, o, role in a.tensors() if not (a.split and t == "out")]
+    pointers = [pointer(t, o, role) for t, o, role in tensors] + (WORKSPACES if a.split else [])
     shape = sizes({"Sq": a.Sq, "Sk": a.Sk, "D": a.D, "Dv": a.Dv}, by_name=True)
     shape += sizes({f"size_batch{d}": spec.out.shape[d] for d in a.batch[1:]})
     if a.kv_group > 1:
         shape.append(Param("kv_group", str(a.kv_group), "i32", a.kv_group, "query heads per key/value head"))
-    stride_params = [p for t, o, _ in a.tensors() for p in strides(t, o, {**batch_coords, **a.tile_dims(t)})]
+    if a.split:
+        shape.append(Param("keys_per_split", str(a.keys_per_split), "i32", a.keys_per_split, "a multiple of BLOCK_N"))
+    stride_params = [p for t, o, _ in tensors for p in strides(t, o, {**batch_coords, **a.tile_dims(t)})]
     consts = [Param("BLOCK_M", str(spec.block_m), "constexpr", spec.block_m),
               Param("BLOCK_N", str(spec.block_n), "constexpr", spec.block_n),
               Param("BLOCK_D", str(a.block_d), "constexpr", a.block_d),
@@ -149,20 +172,32 @@ def kernel_params(spec: AttentionSpec, input_precision: str = "ieee") -> list[Pa
     return pointers + shape + stride_params + scale + consts
 
 
+def _combine_params(a: _Attention) -> list[Param]:
+    out = a.spec.out
+    dims = {**{f"batch{d}": d for d in a.batch}, **a.tile_dims("out")}
+    return (WORKSPACES + [pointer("out", out, "out")] + sizes({"Sq": a.Sq, "Dv": a.Dv}, by_name=True)
+            + sizes({f"size_batch{d}": out.shape[d] for d in a.batch[1:]}) + strides("out", out, dims)
+            + [Param("SPLIT", str(a.spec.split), "constexpr", a.spec.split),
+               Param("BLOCK_M", str(a.spec.block_m), "constexpr", a.spec.block_m),
+               Param("BLOCK_DV", str(a.block_dv), "constexpr", a.block_dv)])
+
+
 # ------------------------------------------------------------------------------------------- kernel body
 
-def _program_ids(a: _Attention) -> list[str]:
+def _program_ids(a: _Attention, tensors=None) -> list[str]:
+    """Query tile and batch coordinates of this program, and each of ``tensors``' batch offset."""
+    tensors = [t for t, _, _ in a.tensors()] if tensors is None else tensors
     lines = ["pid = tl.program_id(axis=0)", "num_pid_m = tl.cdiv(Sq, BLOCK_M)"]
     if not a.batch:
-        return lines + ["pid_m = pid"]
+        return lines + ["pid_m = pid", "batch = 0"]
     lines += ["batch = pid // num_pid_m", "pid_m = pid % num_pid_m",
               "# flat batch index -> one coordinate per batch dim, each with its own strides"]
     coords = [f"batch{d}" for d in a.batch]
     lines += unravel("batch", coords, [f"size_{c}" for c in coords])
-    if a.kv_group > 1:
+    if a.kv_group > 1 and {"k", "v"} & set(tensors):
         lines.append(f"kv_head = batch{a.head_dim} // kv_group  # grouped-query attention: k/v head of this q head")
     return lines + [f"{t}_batch = " + dot_offset([(a.coord(t, d), f"stride_{t}_batch{d}") for d in a.batch])
-                    for t, _, _ in a.tensors()]
+                    for t in tensors]
 
 
 def _base(a: _Attention, tensor: str) -> str:
@@ -192,10 +227,15 @@ def _key_loop(a: _Attention) -> list[str]:
         end = "hi"
     else:
         end = "Sk"
+    start = "0"
+    if a.split:
+        lines += ["# this program's share of the key axis (a share above a causal diagonal is empty)",
+                  "lo = split * keys_per_split", f"end = tl.minimum(lo + keys_per_split, {end})"]
+        start, end = "lo", "end"
     lines += [
         "# each step loads a BLOCK_N x BLOCK_D tile of k and a BLOCK_N x BLOCK_DV tile of v for",
         "# 2 * BLOCK_M * BLOCK_N * (BLOCK_D + BLOCK_DV) FLOPs; over the grid k and v are read cdiv(Sq, BLOCK_M) times",
-        f"for start_n in range(0, {end}, BLOCK_N):",
+        f"for start_n in range({start}, {end}, BLOCK_N):",
     ]
     body = [
         "offs_n = start_n + tl.arange(0, BLOCK_N)",
@@ -228,7 +268,9 @@ def _key_loop(a: _Attention) -> list[str]:
 
 def _body(a: _Attention) -> list[str]:
     spec = a.spec
-    lines = _program_ids(a) + [
+    tensors = [t for t, _, _ in a.tensors() if not (a.split and t == "out")]
+    split = ["split = tl.program_id(axis=1)"] if a.split else []
+    lines = _program_ids(a, tensors) + split + [
         "offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)",
         "offs_d = tl.arange(0, BLOCK_D)",
         "offs_dv = tl.arange(0, BLOCK_DV)",
@@ -238,14 +280,51 @@ def _body(a: _Attention) -> list[str]:
         "# the query tile stays in registers for the whole key loop",
         f"q_ptrs = {_base(a, 'q')} + offs_m[:, None] * stride_q_m + offs_d[None, :] * stride_q_d",
         "q = tl.load(q_ptrs, mask=mask_m[:, None] & mask_d[None, :], other=0.0)",
-    ] + _upcast(a, ["q"]) + _key_loop(a) + [
+    ] + _upcast(a, ["q"]) + _key_loop(a)
+    if a.split:
+        return indent(lines + [
+            "# this share's unnormalised accumulator, row max and row sum, for the combine kernel",
+            "row = (split * (tl.num_programs(axis=0) // num_pid_m) + batch) * Sq + offs_m",
+            "tl.store(ws_acc_ptr + row[:, None] * Dv + offs_dv[None, :], acc, mask=mask_m[:, None] & mask_dv[None, :])",
+            "tl.store(ws_m_ptr + row, m_i, mask=mask_m)",
+            "tl.store(ws_l_ptr + row, l_i, mask=mask_m)"])
+    return indent(lines + _normalise_and_store(a))
+
+
+def _normalise_and_store(a: _Attention) -> list[str]:
+    return [
         "# rows with no visible key have l_i = 0 and acc = 0: they give 0, like torch's scaled_dot_product_attention",
         "l_i = tl.where(l_i == 0.0, 1.0, l_i)",
         "o = acc / l_i[:, None]",
         f"out_ptrs = {_base(a, 'out')} + offs_m[:, None] * stride_out_m + offs_dv[None, :] * stride_out_dv",
-        f"tl.store(out_ptrs, {store_value('o', spec.out.dtype)}, "
-        "mask=mask_m[:, None] & mask_dv[None, :])",
+        f"tl.store(out_ptrs, {store_value('o', a.spec.out.dtype)}, mask=mask_m[:, None] & mask_dv[None, :])",
     ]
+
+
+def _combine_body(a: _Attention) -> list[str]:
+    lines = _program_ids(a, ["out"]) + [
+        "offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)",
+        "offs_dv = tl.arange(0, BLOCK_DV)",
+        "mask_m = offs_m < Sq",
+        "mask_dv = offs_dv < Dv",
+        "# merge the key shares in a fixed order: each rescaled to the running max (online softmax across programs)",
+        f"m_i = tl.full([BLOCK_M], {NEG_INF}, tl.float32)",
+        "l_i = tl.zeros([BLOCK_M], dtype=tl.float32)",
+        "acc = tl.zeros([BLOCK_M, BLOCK_DV], dtype=tl.float32)",
+        "for split in range(SPLIT):",
+    ] + indent([
+        "row = (split * (tl.num_programs(axis=0) // num_pid_m) + batch) * Sq + offs_m",
+        f"m_s = tl.load(ws_m_ptr + row, mask=mask_m, other={NEG_INF})",
+        "l_s = tl.load(ws_l_ptr + row, mask=mask_m, other=0.0)",
+        "acc_s = tl.load(ws_acc_ptr + row[:, None] * Dv + offs_dv[None, :], mask=mask_m[:, None] & mask_dv[None, :], "
+        "other=0.0)",
+        "m_new = tl.maximum(m_i, m_s)",
+        f"m_ref = tl.where(m_new == {NEG_INF}, 0.0, m_new)",
+        "alpha, beta = tl.exp(m_i - m_ref), tl.exp(m_s - m_ref)",
+        "l_i = l_i * alpha + l_s * beta",
+        "acc = acc * alpha[:, None] + acc_s * beta[:, None]",
+        "m_i = m_new",
+    ]) + _normalise_and_store(a)
     return indent(lines)
 
 
@@ -256,8 +335,13 @@ def _num_warps(spec: AttentionSpec) -> int:
 
 
 def kernels(spec: AttentionSpec, name: str, input_precision: str = "ieee") -> list[Kernel]:
+    """The attention kernel, then (split key axis only) the kernel that combines the key shares."""
     a = _analyse(spec)
-    return [Kernel(f"{name}_kernel", kernel_params(spec, input_precision), _body(a), _num_warps(spec))]
+    main = Kernel(f"{name}_kernel", kernel_params(spec, input_precision), _body(a), _num_warps(spec))
+    if not a.split:
+        return [main]
+    return [main, Kernel(f"{name}_combine_kernel", _combine_params(a), _combine_body(a), 4,
+                         doc="Merges the key shares' partial softmax results per row and stores the output.")]
 
 
 def _summary(a: _Attention) -> list[str]:
@@ -266,6 +350,7 @@ def _summary(a: _Attention) -> list[str]:
     grouping = f", grouped-query: {a.kv_group} q heads per k/v head" if a.kv_group > 1 else ""
     reads = [("q", nbytes(spec.q)), ("k", nbytes(spec.k)), ("v", nbytes(spec.v))]
     reads += [("bias", nbytes(spec.bias))] if spec.bias is not None else []
+    workspace = [("workspace", 4 * spec.split * a.n_batch * a.Sq * (a.Dv + 2))] if a.split else []
     flops = 2 * a.n_batch * a.visible_pairs() * (a.D + a.Dv)
     return [
         f"attention out{list(spec.out.shape)} {spec.out.dtype} = softmax(scale * q @ k^T"
@@ -275,19 +360,27 @@ def _summary(a: _Attention) -> list[str]:
         f"v: {list(spec.v.shape)}; {spec.q.dtype}{grouping}",
         f"mask: {mask}; bias: {list(spec.bias.shape) if spec.bias is not None else 'none'}",
         f"tile: BLOCK_M={spec.block_m} BLOCK_N={spec.block_n} BLOCK_D={a.block_d} BLOCK_DV={a.block_dv}, "
-        f"num_warps={_num_warps(spec)}; S and P stay on chip (online softmax)",
-    ] + traffic(reads, [("out", nbytes(spec.out))], flops)
+        f"num_warps={_num_warps(spec)}; S and P stay on chip (online softmax)"
+        + (f"; key axis split in {spec.split} shares of {a.keys_per_split} keys, then combined" if a.split else ""),
+    ] + traffic(reads + workspace, [("out", nbytes(spec.out))] + workspace, flops)
 
 
 def render(spec: AttentionSpec, name: str, header_text: str = "", input_precision: str = "ieee") -> str:
     a = _analyse(spec)
-    (kernel,) = kernels(spec, name, input_precision)
+    ks = kernels(spec, name, input_precision)
     batches = f"{a.n_batch} * " if a.batch else ""
     body = [f"    Sq, Sk, D, Dv = {a.Sq}, {a.Sk}, {a.D}, {a.Dv}",
-            f"    tiles = {batches}triton.cdiv(Sq, {spec.block_m})"] + kernel.launch("(tiles,)")
+            f"    tiles = {batches}triton.cdiv(Sq, {spec.block_m})"]
+    if a.split:
+        rows = f"({spec.split}, {a.n_batch}, Sq)"
+        body += [f"    ws_acc = torch.empty({rows[:-1]}, Dv), dtype=torch.float32, device=out.device)",
+                 f"    ws_m = torch.empty({rows}, dtype=torch.float32, device=out.device)",
+                 f"    ws_l = torch.empty({rows}, dtype=torch.float32, device=out.device)"]
+        body += ks[0].launch(f"(tiles, {spec.split})") + ks[1].launch("(tiles,)")
+    else:
+        body += ks[0].launch("(tiles,)")
     args = [t for t, _, _ in a.tensors() if t != "out"]
     checks = [("out", spec.out)] + [(t, o) for t, o, _ in a.tensors() if t != "out"]
     doc = (f"out = softmax(scale * q @ k^T{' + bias' if spec.bias is not None else ''}"
            f"{', causal' if spec.causal else ''}) @ v; operands of any strides.")
-    return module_text(header(name, header_text, _summary(a)), [kernel], launcher(name, ["out"] + args, doc, checks,
-                                                                                    body))
+    return module_text(header(name, header_text, _summary(a)), ks, launcher(name, ["out"] + args, doc, checks, body))
