@@ -363,7 +363,7 @@ def _row_reductions(rng):
     return b.out(*outs), ["fusion"]
 
 
-@case(*[f"split-row-reduction-{split}-{count}" for split in (8, 64) for count in (0, 1, 2)])
+@case("long-row", *[f"split-row-reduction-{split}-{count}" for split in (8, 64) for count in (0, 1, 2)])
 def _long_rows(rng):
     """Row reductions over rows of 8192 to 16384 elements, reading x alone, x in a prologue, and x and y."""
     b = B(rng)

@@ -90,6 +90,16 @@ def test_hard_time_limit_kills_a_runaway_step_and_keeps_what_completed(rules_dir
     assert snap.num_nodes == 240 and len(snap.roots) == 120
 
 
+def test_a_step_predicted_to_overrun_the_time_limit_is_not_started(monkeypatch):
+    """egglog cannot stop inside a step, so the driver does not start one that its last run of the same rule
+    set, scaled by the growth since, says would end past the limit."""
+    assert sat.predicted_seconds(None, 100) == 0.0 and sat.predicted_seconds((2.0, 1000), 2000) == 8.0
+    monkeypatch.setattr(sat, "predicted_seconds", lambda last, enodes: 0.0 if last is None else 100.0)
+    _, report = sat.run(chain(8), ["matmul"], sat.Limits(seconds=50))
+    assert report.stop_reason == "time limit (50 s): the next matmul step was predicted to take 100.0 s"
+    assert len(report.steps) == 1
+
+
 def test_saturation_is_deterministic():
     a, _ = sat.saturate(chain(5), None, sat.Limits())
     b, _ = sat.saturate(chain(5), None, sat.Limits())

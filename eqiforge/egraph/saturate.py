@@ -2,8 +2,9 @@
 
 One *step* runs one rule set once and then re-derives shapes (the ``analysis`` rule set to saturation), so
 guards always see shapes of new nodes. One *iteration* runs every selected rule set once, in order. Limits
-(iterations, e-nodes, seconds) are checked between steps; rule sets that match too much are banned for a
-few iterations (back-off, doubling each time). egglog cannot be interrupted inside a step, so the whole run
+(iterations, e-nodes, seconds) are checked between steps, and a step predicted to overrun the time limit
+is not started; rule sets that match too much are banned for a few iterations (back-off, doubling each
+time). egglog cannot be interrupted inside a step, so the whole run
 happens in a forked child: if it passes the hard wall-clock limit or dies (Rust panic, out of memory), the
 parent kills it and replays, in its own process, the steps that had completed (deterministic, and known
 to finish in time), and extraction goes on with that e-graph. Hitting a limit is normal; the report says which one.
@@ -76,6 +77,16 @@ def _execute(egraph, commands, what: str):
         raise EqiforgeError(f"{what}: egglog failed: {msg.strip()[:500]}") from None
 
 
+def predicted_seconds(last: tuple[float, int] | None, enodes: int) -> float:
+    """How long a rule set's next step will take: its last step's time, scaled by the square of the e-graph's
+    growth since (matching joins grow faster than the e-graph; measured on a BERT encoder's fusion steps:
+    0.65, 4.0, 12.3 s at 12k, 23k, 35k e-nodes). 0 for a rule set that has not run."""
+    if last is None or last[1] <= 0:
+        return 0.0
+    seconds, before = last
+    return seconds * (enodes / before) ** 2
+
+
 def run(graph: Graph, names: list[str] | None, limits: Limits, *, max_steps: int | None = None,
         on_step: Callable[[StepStats], None] | None = None):
     """Saturate in this process; return (egglog EGraph, SaturationReport). Used directly by tests."""
@@ -90,6 +101,8 @@ def run(graph: Graph, names: list[str] | None, limits: Limits, *, max_steps: int
     report.initial_enodes, report.initial_eclasses = _size(egraph)
     banned_until: dict[str, int] = {}
     times_banned: dict[str, int] = {}
+    last_step: dict[str, tuple[float, int]] = {}  # rule set -> (seconds, e-nodes before) of its last step
+    enodes = report.initial_enodes
     steps = 0
     report.stop_reason = "saturated"
     for iteration in range(1, limits.iterations + 1):
@@ -101,12 +114,19 @@ def run(graph: Graph, names: list[str] | None, limits: Limits, *, max_steps: int
             if banned_until.get(rs.name, 0) >= iteration:
                 changed = True  # a banned rule set may still have work to do
                 continue
+            predicted = predicted_seconds(last_step.get(rs.name), enodes)
+            if time.perf_counter() - start + predicted > limits.seconds:
+                report.stop_reason = (f"time limit ({limits.seconds:g} s): the next {rs.name} step was predicted to "
+                                      f"take {predicted:.1f} s")
+                break
+            last_step[rs.name] = (0.0, enodes)
             t0 = time.perf_counter()
             (out,) = _execute(egraph, [_run(rs.name)], f"running rule set {rs.name}")
             _execute(egraph, [_saturate(rulesets.ANALYSIS)], f"deriving shapes after {rs.name}")
             enodes, eclasses = _size(egraph)
             matches = {r: n for r, n in out.report.num_matches_per_rule.items() if n}
             stats = StepStats(iteration, rs.name, enodes, eclasses, matches, time.perf_counter() - t0)
+            last_step[rs.name] = (stats.seconds, last_step[rs.name][1])
             changed |= out.report.updated
             if sum(matches.values()) > limits.match_limit << times_banned.get(rs.name, 0):
                 times_banned[rs.name] = times_banned.get(rs.name, 0) + 1
