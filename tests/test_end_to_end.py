@@ -171,6 +171,16 @@ def test_torch_plan_is_straight_line_code_with_matrix_vector_products():
     assert opt.source.startswith("def plan(a, b, in_t1):")
 
 
+def test_torch_plan_calls_mean_and_broadcasts_implicitly():
+    """A mean (decomposed by the frontend into a sum and a scale) is one mean call again, a broadcast row
+    is read as it is (no expand per call), and intermediates are freed after their last use."""
+    def fn(a, b, c):
+        return a.mean(dim=0) @ b + c
+    opt = check(fn, (torch.randn(32, 16), torch.randn(16, 24), torch.randn(24)))
+    assert "a.mean(0)" in opt.source and ".sum(" not in opt.source and "expand" not in opt.source
+    assert "del " in opt.source
+
+
 def test_torch_plan_moves_with_its_module():
     """Parameters are buffers of the runner: after a move the plan runs on the moved tensors, and views of
     parameters (made once, at module level) are made again from them."""

@@ -209,15 +209,15 @@ class _Writer:
         """A sum times 1/(the number of elements summed) as one ``mean`` call (the frontend decomposes
         means; the unused sum is dropped later)."""
         g, n = self.graph, self.graph.nodes[i]
-        scale, j = next(((v, j) for v, j in zip(numbers, n.inputs) if v is not None), (None, None))
-        total = g.nodes[n.inputs[0] if j == n.inputs[1] else n.inputs[1]]
-        if n.op != "Mul" or total.op != "Sum" or not ops.DTYPES[n.dtype].is_floating_point:
+        if n.op != "Mul" or not ops.DTYPES[n.dtype].is_floating_point:
             return None
-        dims = total.attrs[0]
-        x = total.inputs[0]
+        scale, sum_node = (numbers[0], n.inputs[1]) if numbers[0] is not None else (numbers[1], n.inputs[0])
+        total = g.nodes[sum_node]
+        if total.op != "Sum":
+            return None
+        dims, x = total.attrs[0], total.inputs[0]
         if not math.isclose(scale, 1.0 / math.prod(g.nodes[x].shape[d] for d in dims), rel_tol=1e-12):
             return None
-        sum_node = n.inputs[0] if j == n.inputs[1] else n.inputs[1]
         if sum_node in self.vectors:  # the sum's 1-D form: the mean's too
             return self.with_vector(i, f"{self.operand(x)}.mean({dims[0]})", self.vectors[sum_node][1])
         return f"{self.operand(x)}.mean({dims[0] if len(dims) == 1 else list(dims)}, keepdim=True)"
