@@ -1,5 +1,6 @@
 """End to end: optimized modules compute what eager PyTorch computes, on the example inputs and on fresh
 random inputs, for the built-in examples and for programs that stress the frontend and the runtime."""
+import copy
 import re
 from pathlib import Path
 
@@ -187,6 +188,12 @@ def test_torch_plan_moves_with_its_module():
     fn, inputs = examples.load("mlp")
     opt = eqiforge.optimize(fn, inputs)
     assert "# views of the parameters" in opt.source
+    copied = copy.deepcopy(opt.runner)  # a copy computes with its own tensors
+    with torch.no_grad():
+        for buffer in copied.buffers():
+            buffer.zero_()
+        assert copied.forward(*inputs)[0].abs().max() == 0
+        assert_close(opt(*inputs), fn(*inputs))
     runner = opt.runner.to(torch.float64)
     with torch.no_grad():
         out = runner.forward(inputs[0].double())[0]

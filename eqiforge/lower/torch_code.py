@@ -34,8 +34,8 @@ INFIX = {"Add": "+", "Sub": "-", "Mul": "*", "Div": "/", "Pow": "**", "Eq": "=="
 @dataclass
 class TorchCode:
     """``source`` makes the views of parameters at module level and defines ``plan(<inputs>)`` returning a
-    tuple of outputs; it reads ``constants`` (tensors: parameters, live inputs) and ``helpers`` (callables,
-    attributes) as globals."""
+    tuple of outputs; it reads ``torch``, ``constants`` (tensors: parameters, live inputs) and ``helpers``
+    (callables, attributes) as globals."""
     source: str
     constants: dict[str, torch.Tensor] = field(default_factory=dict)
     helpers: dict[str, object] = field(default_factory=dict)
@@ -88,7 +88,7 @@ class _Writer:
 
     def __init__(self, graph: Graph, input_names: list[str], bound: dict[str, torch.Tensor]):
         self.graph, self.bound = graph, bound
-        self.code = TorchCode("", helpers={"torch": torch})
+        self.code = TorchCode("")
         self.lines: list[str] = []  # the body of plan()
         self.hoisted: list[str] = []  # module level: views of constants
         self.constant: set[int] = set()  # nodes whose value is a constant tensor (or a view of one)

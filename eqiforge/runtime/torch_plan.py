@@ -1,7 +1,7 @@
 """Running a torch-backend plan: the generated function, with its tensors kept as module buffers.
 
-The buffers make ``.to()``, ``.cuda()`` and ``state_dict()`` see the plan's parameters; after a move the
-function is bound again to the moved tensors. ``forward`` is the plain generated function (an instance
+The buffers make ``.to()``, ``.cuda()`` and ``state_dict()`` see the plan's parameters; after a move (or a
+copy, or unpickling) the function is bound again to the module's own tensors. ``forward`` is the plain generated function (an instance
 attribute), so calling it costs one Python frame.
 """
 from __future__ import annotations
@@ -35,9 +35,18 @@ class TorchPlan(torch.nn.Module):
         self._bind()
 
     def _bind(self) -> None:
-        self.forward = compile_function(self.source, "plan", {**self._helpers, **dict(self.named_buffers())})
+        namespace = {"torch": torch, **self._helpers, **dict(self.named_buffers())}
+        self.forward = compile_function(self.source, "plan", namespace)
 
     def _apply(self, fn, recurse=True):
         moved = super()._apply(fn, recurse)
         self._bind()
         return moved
+
+    def __getstate__(self):  # the generated function is rebuilt from the source, bound to the copy's tensors
+        state = super().__getstate__() if hasattr(super(), "__getstate__") else self.__dict__.copy()
+        return {k: v for k, v in state.items() if k != "forward"}
+
+    def __setstate__(self, state):
+        super().__setstate__(state)
+        self._bind()
