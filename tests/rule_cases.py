@@ -468,6 +468,18 @@ def _concat_of_biased(rng):
     return b.out(b.op("Concat", *biased, attrs=[1])), ["concat"]
 
 
+@case("biases-into-concat")
+def _biased_slices(rng):
+    """A merged projection's output sliced in two, each slice with its own bias row."""
+    b = B(rng)
+    m, n1, n2 = b.dim(), b.dim(), b.dim()
+    y = b.x("y", m, n1 + n2)
+    biased = [b.op("Add", b.op("Slice", y, attrs=[1, lo, hi]), b.op("Expand", b.x(f"b{i}", 1, hi - lo),
+                                                                    attrs=[(m, hi - lo)]))
+              for i, (lo, hi) in enumerate(((0, n1), (n1, n1 + n2)))]
+    return b.out(*biased), ["concat"]
+
+
 @case("expand-out-of-matmul")
 def _broadcast_row_product(rng):
     b = B(rng)
