@@ -5,10 +5,10 @@ One statement per IR node: algebra ops as the PyTorch calls the triton backend's
 kernel nodes through their reference implementation, externs as the calls they were. Parameters, externs
 and implementations are globals of the function, and scalar ``Fill`` operands are Python numbers, so a
 call is one Python frame with no attribute look-ups; views of parameters (reshapes, transposes, expands)
-are made once, at module level, when the plan is bound to its tensors. That matters on small programs: an FX GraphModule
-call (module dispatch, one ``__getattr__`` per parameter) measured 30-50 us more than the same calls
-written by hand, per call on a CPU whose caches the previous call evicted (bench/run_cpu.py), as much
-as a small matmul.
+are made once, at module level, when the plan is bound to its tensors. That matters on small programs:
+an FX GraphModule call (module dispatch, one ``__getattr__`` per parameter) measured 30-50 us more than
+the same calls written by hand, per call on a CPU whose caches the previous call evicted
+(bench/run_cpu.py), as much as a small matmul.
 """
 from __future__ import annotations
 

@@ -62,9 +62,8 @@ class OptimizedModule(torch.nn.Module):
         else:
             result = "runner.forward({args})"
         args = ", ".join(names)
-        source = "\n".join([f"def entry({args}):",
-                            *([f"    if not ({' and '.join(checks)}):", f"        mismatch([{args}])"] if checks else []),
-                            f"    return {result.format(args=args)}", ""])
+        guard = [f"    if not ({' and '.join(checks)}):", f"        mismatch([{args}])"] if checks else []
+        source = "\n".join([f"def entry({args}):", *guard, f"    return {result.format(args=args)}", ""])
         return compile_function(source, "entry", namespace)
 
     @property
@@ -79,7 +78,7 @@ class OptimizedModule(torch.nn.Module):
         params = getattr(self.runner, "params", None)
         if params is None:
             raise EqiforgeError("export needs the triton backend (backend='triton'): the torch backend's plan "
-                                "is an FX module of this process")
+                                "is generated code bound to objects of this process")
         if self.runner.generated.externs:
             raise EqiforgeError(f"the plan calls {sorted(self.runner.generated.externs)} which cannot be "
                                 "written as code; it can only run in this process")

@@ -1,8 +1,8 @@
 """Running a torch-backend plan: the generated function, with its tensors kept as module buffers.
 
 The buffers make ``.to()``, ``.cuda()`` and ``state_dict()`` see the plan's parameters; after a move (or a
-copy, or unpickling) the function is bound again to the module's own tensors. ``forward`` is the plain generated function (an instance
-attribute), so calling it costs one Python frame.
+copy, or unpickling) the function is bound again to the module's own tensors. ``forward`` is the plain
+generated function (an instance attribute), so calling it costs one Python frame.
 """
 from __future__ import annotations
 
