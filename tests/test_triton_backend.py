@@ -174,3 +174,14 @@ def test_few_long_rows_reduce_in_two_stages(dtype):
     many = eqiforge.optimize(fn, (torch.randn(4096, 8192), torch.randn(4096, 8192)), backend="triton", device="H200")
     assert [n.shape for n in kernels(many) if n.op == "RowReduceK"] == [(4096, 1)]
 
+
+
+def test_non_finite_constants_in_the_generated_module():
+    """A -inf or inf constant materialised by the generated module is valid Python (repr gives 'inf')."""
+    x = torch.randn(4, 8)
+    for fn in (lambda x: torch.where(x > 0, x, float("-inf")), lambda x: (x * 2, torch.full((4, 8), float("inf")))):
+        opt = eqiforge.optimize(fn, (x,), backend="triton")
+        with torch.no_grad():
+            got, want = opt(x), fn(x)
+        got, want = (got, want) if isinstance(want, tuple) else ((got,), (want,))
+        assert all(torch.equal(g, w) for g, w in zip(got, want, strict=True))  # exact: no arithmetic on inf

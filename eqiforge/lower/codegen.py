@@ -195,12 +195,20 @@ def torch_call(n, args: list[str]) -> str:
     raise ValueError(f"no PyTorch rendering for {op}")
 
 
-def _literal(value, args: list[str]):
-    """Source text of an extern argument, or None when it cannot be printed as code."""
+def number_src(value) -> str:
+    """Source text of a Python number: its repr, except the non-finite floats repr cannot round-trip."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"float({str(value)!r})"
+    return repr(value)
+
+
+def literal(value, args: list[str] = ()) -> str | None:
+    """Source text of a value built from numbers, strings, dtypes, tuples and lists (an extern argument, a
+    node attribute), with tensor arguments named by ``args``; None when it cannot be printed as code."""
     if isinstance(value, TensorArg):
-        return args[value.index]
+        return args[value.index] if value.index < len(args) else None
     if isinstance(value, (list, tuple)):
-        parts = [_literal(v, args) for v in value]
+        parts = [literal(v, args) for v in value]
         if any(p is None for p in parts):
             return None
         inner = ", ".join(parts) + ("," if isinstance(value, tuple) and len(parts) == 1 else "")
@@ -208,7 +216,7 @@ def _literal(value, args: list[str]):
     if isinstance(value, torch.dtype):
         return f"torch.{str(value).split('.')[-1]}"
     if value is None or isinstance(value, (bool, int, float, str)):
-        return repr(value)
+        return number_src(value)
     return None
 
 
@@ -217,8 +225,8 @@ def extern_call(key: str, ext: ExternCall, args: list[str]) -> str | None:
     fn = ext.fn
     if not isinstance(fn, torch._ops.OpOverload):
         return None
-    parts = [_literal(a, args) for a in ext.args] + [
-        None if (v := _literal(val, args)) is None else f"{k}={v}" for k, val in ext.kwargs.items()]
+    parts = [literal(a, args) for a in ext.args] + [
+        None if (v := literal(val, args)) is None else f"{k}={v}" for k, val in ext.kwargs.items()]
     if any(p is None for p in parts):
         return None
     ns, name = fn.namespace, fn._schema.name.split("::")[-1]
@@ -252,7 +260,7 @@ def generate(plan: Plan, input_names: list[str], title: str = "plan", bound: lis
             gen.param_names[key] = n.attrs[0]
             body.append(f"{var} = params[{key!r}]")
         elif n.op == "Fill":
-            body.append(f"{var} = torch.full({n.shape}, {n.attrs[0]!r}, dtype={dtype_src(n.dtype)}, "
+            body.append(f"{var} = torch.full({n.shape}, {number_src(n.attrs[0])}, dtype={dtype_src(n.dtype)}, "
                         f"device={device})")
         elif n.op == "Extern":
             key = n.attrs[0]

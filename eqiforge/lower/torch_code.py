@@ -21,7 +21,7 @@ import torch
 
 from .. import native, ops
 from ..ir import Graph, call_extern
-from .codegen import GENERATED_VAR, _ident, dtype_src, torch_call
+from .codegen import GENERATED_VAR, _ident, dtype_src, literal, number_src, torch_call
 
 #: elementwise ops whose PyTorch call broadcasts its operands
 BROADCASTING = frozenset(name for name, o in ops.OPS.items()
@@ -50,26 +50,6 @@ def _scalar(graph: Graph, i: int):
     if not torch.empty((), dtype=ops.DTYPES[n.dtype]).is_floating_point():
         return int(value)
     return value
-
-
-def _number(value) -> str:
-    """Source text of a Python number (repr, except for the non-finite floats repr cannot round-trip)."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return f"float({str(value)!r})"
-    return repr(value)
-
-
-def _literal(value) -> str | None:
-    """Source text of an attribute built from numbers, strings, tuples and lists; None for anything else."""
-    if value is None or isinstance(value, (bool, int, float, str)):
-        return _number(value)
-    if isinstance(value, (tuple, list)):
-        parts = [_literal(v) for v in value]
-        if any(p is None for p in parts):
-            return None
-        inner = ", ".join(parts) + ("," if isinstance(value, tuple) and len(parts) == 1 else "")
-        return f"({inner})" if isinstance(value, tuple) else f"[{inner}]"
-    return None
 
 
 def _scalar_operands(graph: Graph, n) -> list | None:
@@ -117,12 +97,12 @@ class _Writer:
             self.lines.append(f"t{i} = {rhs}")
 
     def attr(self, value) -> str:
-        return _literal(value) or self.helper("attr", value)
+        return literal(value) or self.helper("attr", value)
 
     def tensor_fill(self, i: int) -> str:
         n = self.graph.nodes[i]
         device = f"{self.inputs[0]}.device" if self.inputs else "None"
-        return f"torch.full({n.shape}, {_number(n.attrs[0])}, dtype={dtype_src(n.dtype)}, device={device})"
+        return f"torch.full({n.shape}, {number_src(n.attrs[0])}, dtype={dtype_src(n.dtype)}, device={device})"
 
     def operand(self, j: int) -> str:
         """The variable of node ``j``; a Fill read as a tensor is materialised at its first use."""
@@ -154,10 +134,10 @@ class _Writer:
             return f"{self.extern_results[key]}[{n.attrs[1]}]"
         numbers = _scalar_operands(g, n)
         if numbers is not None:
-            a, b = (_number(v) if v is not None else self.operand(j) for v, j in zip(numbers, n.inputs))
+            a, b = (number_src(v) if v is not None else self.operand(j) for v, j in zip(numbers, n.inputs))
             return self.mean(i, numbers) or self.vector_op(i, numbers) or f"{a} {INFIX[n.op]} {b}"
         if n.op == "Where" and [g.nodes[j].op == "Fill" for j in n.inputs[1:]].count(True) == 1:
-            cond, a, b = (_number(_scalar(g, j)) if g.nodes[j].op == "Fill" and k else self.operand(j)
+            cond, a, b = (number_src(_scalar(g, j)) if g.nodes[j].op == "Fill" and k else self.operand(j)
                           for k, j in enumerate(n.inputs))
             return f"torch.where({cond}, {a}, {b})"  # a masking constant is not materialised
         if n.op == "Reshape" and len(n.shape) == 1 and n.inputs[0] in self.vectors:
@@ -229,7 +209,7 @@ class _Writer:
         if j not in self.vectors:
             return None
         vec, unit = self.vectors[j]
-        a, b = (_number(v) if v is not None else vec for v in numbers)
+        a, b = (number_src(v) if v is not None else vec for v in numbers)
         return self.with_vector(i, f"{a} {INFIX[n.op]} {b}", unit)
 
     def with_vector(self, i: int, call: str, unit: int) -> str:
