@@ -16,8 +16,8 @@ from .devices import Device, get_device
 from .features import NodeFeatures
 
 TILE = 128
-ROW_BLOCK = 1024  # elements per program of the row-reduction template (RowReduceSpec.block)
-ATTENTION_BLOCK = 64  # query rows and keys per tile of the attention template (AttentionSpec.block_m/_n)
+ROW_BLOCK = 1024  # elements per program of the row-reduction template (RowReduceSpec's default block)
+ATTENTION_BLOCK = 64  # query rows and keys per tile of the attention template (AttentionSpec's default)
 MIN_KEYS_PER_SHARE = 4 * ATTENTION_BLOCK  # a key-axis share reads at least 4 key tiles
 SM_STREAM_SHARE = 4.0  # an SM streams up to ~4x its equal share of DRAM bandwidth (a prior the learned model corrects)
 

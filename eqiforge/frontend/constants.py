@@ -29,9 +29,17 @@ def fold_constant_externs(graph: Graph) -> Graph:
     values: dict[int, torch.Tensor] = {}  # old node id -> value, evaluated on demand
 
     def value(i: int) -> torch.Tensor:
-        if i not in values:
-            n = graph.nodes[i]
-            values[i] = run_node(graph, n, [value(j) for j in n.inputs], {})
+        """Node ``i``'s value, evaluating what it reads first (iteratively: constant chains can be long)."""
+        stack = [i]
+        while stack:
+            j = stack[-1]
+            missing = [k for k in graph.nodes[j].inputs if k not in values]
+            if j in values or not missing:
+                if j not in values:
+                    values[j] = run_node(graph, graph.nodes[j], [values[k] for k in graph.nodes[j].inputs], {})
+                stack.pop()
+            else:
+                stack.extend(missing)
         return values[i]
 
     inputs = {i for i, n in enumerate(graph.nodes) if n.op == "Input"}  # unused ones too: the caller passes them

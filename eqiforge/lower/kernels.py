@@ -17,6 +17,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..cost.roofline import ATTENTION_BLOCK, ROW_BLOCK  # the tiles the prior prices are the tiles run
+
 UNARY = ("neg", "exp", "log", "sqrt", "rsqrt", "recip", "abs", "relu", "sigmoid", "tanh", "erf", "gelu",
          "gelu_tanh", "silu")
 BINARY = ("add", "sub", "mul", "div", "pow", "maximum", "minimum")
@@ -95,7 +97,7 @@ class RowReduceSpec:
     eps: float = 1e-5
     weight: int | None = None
     bias: int | None = None
-    block: int = 1024
+    block: int = ROW_BLOCK
 
 
 @dataclass(frozen=True)
@@ -120,6 +122,6 @@ class AttentionSpec:
     causal: bool = False
     k_transposed: bool = False
     bias: Operand | None = None
-    block_m: int = 64
-    block_n: int = 64
+    block_m: int = ATTENTION_BLOCK
+    block_n: int = ATTENTION_BLOCK
     split: int = 1  # shares of the key axis run by separate programs, then combined (flash-decoding)
