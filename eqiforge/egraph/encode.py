@@ -1,6 +1,6 @@
 """Encode an IR graph as egglog commands, through the bindings API (no program text to parse).
 
-Every live node is let-bound (``$node<id>``), so a shared sub-expression is one term however often it is used,
+Every live node is let-bound (``$node<id>_``, see ``node_name``), so a shared sub-expression is one term however often it is used,
 and the outputs are ``$output<k>``; its ``order`` and ``last`` are its node id. Leaves and externs get their shape and dtype set here; the ``analysis`` rule
 set derives the rest.
 """
@@ -55,11 +55,15 @@ def var(name: str):
 
 
 def node_name(i: int) -> str:
-    return f"$node{i}"  # egglog forbids rule variables named like globals (minus the $): keep these unusual
+    """The global name of IR node ``i``. It ends in a non-digit: egglog 13.2 names the temporaries of a
+    global's uses by appending a counter to the name, so ``$node31``'s tenth use and ``$node311``'s first
+    were one temporary and a stored e-node got the wrong child (``(Mul $node311 $node31)`` read back as
+    ``(Mul $node31 $node31)``). Also unusual on purpose: egglog forbids rule variables named like globals."""
+    return f"$node{i}_"
 
 
 def output_name(k: int) -> str:
-    return f"$output{k}"
+    return f"$output{k}_"
 
 
 def node_expr(graph: Graph, i: int):
