@@ -2,7 +2,13 @@
 
 The file name is the rule set's name (the loader assigns it, so adding a rule set is adding a file and an
 ablation is a choice of names). A rule file may hold only named rules and rewrites; anything else, a parse
-error, a missing name or a ``:ruleset`` naming another set is reported with the file it came from.
+error, a missing name or a ``:ruleset`` naming another set is reported with the file it came from, when
+that rule set is selected (a broken file does not block the others).
+
+Header fields, comment lines at the top of a file: ``; layer: kernel`` (default ``algebra``) and
+``; assumes finite: rule-a, rule-b`` (may repeat): rules that are equalities only for finite values
+(``x * 0 = 0``, a softmax dropping a row constant, ``(x * 1000) * 0.001 = x``); ``assume_finite=False``
+leaves them out, so that NaN and inf propagate as in eager PyTorch.
 """
 from __future__ import annotations
 
@@ -25,9 +31,13 @@ ANALYSIS = "analysis"  # the rule set in schema.egg that derives shapes and dtyp
 def rules_dir() -> Path:
     """The rules folder: $EQIFORGE_RULES_DIR, else ``rules/`` beside the package (source checkout or install)."""
     env = os.environ.get("EQIFORGE_RULES_DIR")
-    candidates = [Path(env)] if env else []
+    if env:
+        if not (Path(env) / SCHEMA_FILE).is_file():
+            raise EqiforgeError(f"EQIFORGE_RULES_DIR={env!r} is not a rules folder (it has no {SCHEMA_FILE}); "
+                                f"unset it to use the rules that ship with eqiforge")
+        return Path(env)
     here = Path(__file__).resolve().parent.parent
-    candidates += [here.parent / "rules", here / "_rules"]
+    candidates = [here.parent / "rules", here / "_rules"]
     for c in candidates:
         if (c / SCHEMA_FILE).is_file():
             return c
@@ -42,8 +52,15 @@ class RuleSet:
     name: str
     path: Path
     rule_names: tuple[str, ...]
-    commands: tuple  # parsed egglog commands, ruleset assigned
-    layer: str = "algebra"  # a header line "; layer: kernel" marks the kernel layer (layouts, tiles, fusion)
+    commands: tuple  # parsed egglog commands, ruleset assigned: AddRuleset, then one per rule name
+    layer: str = "algebra"  # header field "; layer: kernel" marks the kernel layer (layouts, tiles, fusion)
+    assumes_finite: tuple[str, ...] = ()  # header field "; assumes finite: ...": rules exact for finite values only
+
+    def without_finite_only(self) -> "RuleSet":
+        """This rule set less the rules that assume finite values (for NaN/inf semantics as in eager)."""
+        keep = [k for k, n in enumerate(self.rule_names) if n not in self.assumes_finite]
+        return RuleSet(self.name, self.path, tuple(self.rule_names[k] for k in keep),
+                       (self.commands[0],) + tuple(self.commands[1 + k] for k in keep), self.layer)
 
 
 def _parse(path: Path) -> list:
@@ -82,17 +99,45 @@ def load_ruleset(path: Path) -> RuleSet:
             raise EqiforgeError(f"rule file {path.name}: rule name {rule_name!r} is used twice")
         names.append(rule_name)
         commands.append(new)
-    layer = re.search(r"^; layer: (\w+)", path.read_text(), re.M)
-    layer = layer.group(1) if layer else "algebra"
+    fields = header_fields(path.read_text())
+    layer = fields.get("layer", ["algebra"])[-1]
     if layer not in LAYERS:
         raise EqiforgeError(f"rule file {path.name}: unknown layer {layer!r}; use one of {LAYERS}")
-    return RuleSet(name, path, tuple(names), tuple([eb.AddRuleset(SPAN, name)] + commands), layer)
+    finite = tuple(n.strip() for line in fields.get("assumes finite", []) for n in line.split(",") if n.strip())
+    stray = [n for n in finite if n not in names]
+    if stray:
+        raise EqiforgeError(f"rule file {path.name}: 'assumes finite' names rules it does not define: {stray}")
+    return RuleSet(name, path, tuple(names), tuple([eb.AddRuleset(SPAN, name)] + commands), layer, finite)
+
+
+HEADER_FIELDS = ("layer", "assumes finite")
+
+
+def header_fields(text: str) -> dict[str, list[str]]:
+    """The ``; key: value`` lines of a rule file's leading comment block, for the keys in HEADER_FIELDS
+    (the value ends at two spaces or a parenthesis, so a field can carry a remark)."""
+    fields: dict[str, list[str]] = {}
+    for line in text.splitlines():
+        if not line.startswith(";"):
+            break
+        m = re.match(r";\s*([a-z ]+):\s*(.*)$", line)
+        if m and m.group(1).strip() in HEADER_FIELDS:
+            fields.setdefault(m.group(1).strip(), []).append(re.split(r"\s{2,}|\s*\(", m.group(2))[0].strip())
+    return fields
 
 
 @lru_cache(maxsize=8)
-def _load_dir(directory: Path) -> tuple[tuple, dict[str, RuleSet]]:
+def _load_dir(directory: Path) -> tuple[tuple, dict[str, RuleSet | EqiforgeError]]:
+    """The schema and every rule set of ``directory``; a file that fails to load maps to its error, raised
+    when that rule set is selected."""
     schema = tuple(_parse(directory / SCHEMA_FILE))
-    sets = {p.stem: load_ruleset(p) for p in sorted(directory.glob("*.egg")) if p.name != SCHEMA_FILE}
+    sets: dict[str, RuleSet | EqiforgeError] = {}
+    for p in sorted(directory.glob("*.egg")):
+        if p.name != SCHEMA_FILE:
+            try:
+                sets[p.stem] = load_ruleset(p)
+            except EqiforgeError as err:
+                sets[p.stem] = err
     return schema, sets
 
 
@@ -100,20 +145,29 @@ def schema_commands() -> tuple:
     return _load_dir(rules_dir())[0]
 
 
+def _loaded(rs: RuleSet | EqiforgeError) -> RuleSet:
+    if isinstance(rs, EqiforgeError):
+        raise rs
+    return rs
+
+
 def available() -> dict[str, RuleSet]:
-    """All rule sets by name, sorted."""
-    return dict(_load_dir(rules_dir())[1])
+    """All rule sets by name, sorted; a broken rule file raises its error here."""
+    return {name: _loaded(rs) for name, rs in _load_dir(rules_dir())[1].items()}
 
 
-def select(names: list[str] | None, layers: tuple[str, ...] = LAYERS) -> list[RuleSet]:
+def select(names: list[str] | None, layers: tuple[str, ...] = LAYERS, *, assume_finite: bool = True) -> list[RuleSet]:
     """The rule sets called ``names`` (when None: all of the given layers), or a clear error listing the
-    known names."""
-    sets = available()
+    known names; with ``assume_finite=False`` without their rules that hold for finite values only."""
+    sets = _load_dir(rules_dir())[1]
     if names is None:
-        return [rs for rs in sets.values() if rs.layer in layers]
-    if isinstance(names, str):
-        names = [names]
-    unknown = [n for n in names if n not in sets]
-    if unknown:
-        raise EqiforgeError(f"unknown rule set(s) {unknown}; available: {sorted(sets)}")
-    return [sets[n] for n in dict.fromkeys(names)]
+        chosen = [_loaded(rs) for rs in sets.values()]
+        chosen = [rs for rs in chosen if rs.layer in layers]
+    else:
+        if isinstance(names, str):
+            names = [names]
+        unknown = [n for n in names if n not in sets]
+        if unknown:
+            raise EqiforgeError(f"unknown rule set(s) {unknown}; available: {sorted(sets)}")
+        chosen = [_loaded(sets[n]) for n in dict.fromkeys(names)]
+    return chosen if assume_finite else [rs.without_finite_only() for rs in chosen]

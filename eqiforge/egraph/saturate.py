@@ -88,9 +88,10 @@ def predicted_seconds(last: tuple[float, int] | None, enodes: int) -> float:
 
 
 def run(graph: Graph, names: list[str] | None, limits: Limits, *, max_steps: int | None = None,
-        on_step: Callable[[StepStats], None] | None = None):
-    """Saturate in this process; return (egglog EGraph, SaturationReport). Used directly by tests."""
-    sets = rulesets.select(names)
+        on_step: Callable[[StepStats], None] | None = None, assume_finite: bool = True):
+    """Saturate in this process; return (egglog EGraph, SaturationReport). Used directly by tests.
+    ``assume_finite=False`` leaves out the rules that hold for finite values only (see rulesets)."""
+    sets = rulesets.select(names, assume_finite=assume_finite)
     start = time.perf_counter()
     egraph = eb.EGraph()
     _execute(egraph, rulesets.schema_commands(), "loading rules/schema.egg")
@@ -153,9 +154,9 @@ def run(graph: Graph, names: list[str] | None, limits: Limits, *, max_steps: int
     return egraph, report
 
 
-def _child(graph, names, limits, max_steps, conn):
+def _child(graph, names, limits, max_steps, assume_finite, conn):
     try:
-        egraph, report = run(graph, names, limits, max_steps=max_steps,
+        egraph, report = run(graph, names, limits, max_steps=max_steps, assume_finite=assume_finite,
                              on_step=lambda s: conn.send(("step", s)))
         snap = snapshot.from_egraph(egraph, len(graph.outputs), graph.live_nodes())
         conn.send(("done", snap, report))
@@ -168,12 +169,13 @@ def _child(graph, names, limits, max_steps, conn):
 
 
 def saturate(graph: Graph, names: list[str] | None, limits: Limits, *,
-             on_step: Callable[[StepStats], None] | None = None, max_steps: int | None = None):
+             on_step: Callable[[StepStats], None] | None = None, max_steps: int | None = None,
+             assume_finite: bool = True):
     """Saturate in a forked child under the hard limit; return (Snapshot, SaturationReport)."""
     rulesets.select(names)  # fail early, in this process, on unknown names or bad rule files
     ctx = multiprocessing.get_context("fork")
     recv, send = ctx.Pipe(duplex=False)
-    proc = ctx.Process(target=_child, args=(graph, names, limits, max_steps, send), daemon=True)
+    proc = ctx.Process(target=_child, args=(graph, names, limits, max_steps, assume_finite, send), daemon=True)
     start = time.perf_counter()
     proc.start()
     send.close()
@@ -208,7 +210,8 @@ def saturate(graph: Graph, names: list[str] | None, limits: Limits, *,
         recv.close()
     # the completed steps ran within the limit before, so replay them here (a second child could die the
     # same way, e.g. a fork that inherited a lock held by another thread)
-    egraph, report = run(graph, names, replace(limits, seconds=1e9), max_steps=done_steps)
+    egraph, report = run(graph, names, replace(limits, seconds=1e9), max_steps=done_steps,
+                         assume_finite=assume_finite)
     snap = snapshot.from_egraph(egraph, len(graph.outputs), graph.live_nodes())
     report.stop_reason = f"{why}; continued with the {done_steps} steps completed before"
     report.seconds = time.perf_counter() - start
