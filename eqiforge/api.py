@@ -33,6 +33,8 @@ class Options:
     cost_model: str = "roofline"
     device: str | None = None  # device table entry the cost model prices for
     fold_constants: bool = True  # inference: parameter-only sub-expressions are computed once
+    assume_finite: bool = True  # rules exact only for finite values run (README: numerical contract)
+    validate: bool = True  # the plan runs against the captured program before it is returned
     progress: bool = False
 
     def __post_init__(self):
@@ -60,7 +62,8 @@ def optimize_graph(graph, input_names, out_spec, opts: Options, timer: StageTime
     layers = ("algebra", "kernel") if kernels else ("algebra",)
     names = [rs.name for rs in sat.rulesets.select(None if opts.rules is None else list(opts.rules), layers)]
     with _progress(opts.progress) as on_step, timer("saturate"):
-        snap, saturation = sat.saturate(graph, names, opts.limits, on_step=on_step)
+        snap, saturation = sat.saturate(graph, names, opts.limits, on_step=on_step,
+                                        assume_finite=opts.assume_finite)
     with timer("extract"):
         node_cost = model.predict(cost.snapshot_features(snap, opts.fold_constants))
         selection = extract(snap, node_cost, method=opts.extractor, time_limit=opts.extract_seconds)

@@ -23,6 +23,7 @@ class Report:
     ops_after: dict[str, int] = field(default_factory=dict)
     folded_constants: int = 0
     lowering_notes: list[str] = field(default_factory=list)  # e.g. kernels that fell back to PyTorch
+    validation: str = ""  # what the plan check found and what was returned (empty: not checked)
 
     # the saturation's headline numbers, at the top level for convenience
     @property
