@@ -5,13 +5,15 @@
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
-from . import cost, frontend
+from . import cost, frontend, validate
 from .egraph import saturate as sat
 from .errors import EqiforgeError
 from .extract import Extraction, extract
-from .lower.plan import build_plan, price
+from .extract.dag import Selection
+from .lower.plan import Plan, build_plan, price
 from .lower.torch_code import to_torch_code
 from .report import Report, StageTimer
 from .runtime import OptimizedModule
@@ -51,12 +53,14 @@ def optimize(fn, example_inputs, **options) -> OptimizedModule:
     with timer("capture"):
         captured = frontend.capture(fn, example_inputs, fold_params=opts.fold_constants)
     return optimize_graph(captured.graph, captured.input_names, captured.out_spec, opts, timer,
-                          bound=captured.param_inputs)
+                          bound=captured.param_inputs, examples=list(example_inputs))
 
 
-def optimize_graph(graph, input_names, out_spec, opts: Options, timer: StageTimer, bound=None) -> OptimizedModule:
+def optimize_graph(graph, input_names, out_spec, opts: Options, timer: StageTimer, bound=None,
+                   examples=None) -> OptimizedModule:
     """The stages after capture, shared by ``optimize`` and the torch.compile backend. ``bound`` maps graph
-    inputs that are not call arguments (live parameters) to their tensors."""
+    inputs that are not call arguments (live parameters) to their tensors; ``examples`` are the call's
+    inputs the plan is checked on (None: random ones)."""
     kernels = opts.backend == "triton"
     model = cost.get_cost_model(opts.cost_model, opts.device, kernels=kernels)
     layers = ("algebra", "kernel") if kernels else ("algebra",)
@@ -64,24 +68,85 @@ def optimize_graph(graph, input_names, out_spec, opts: Options, timer: StageTime
     with _progress(opts.progress) as on_step, timer("saturate"):
         snap, saturation = sat.saturate(graph, names, opts.limits, on_step=on_step,
                                         assume_finite=opts.assume_finite)
+    lowering = _Lowering(snap, graph, input_names, bound, model, opts)
     with timer("extract"):
         node_cost = model.predict(cost.snapshot_features(snap, opts.fold_constants))
         selection = extract(snap, node_cost, method=opts.extractor, time_limit=opts.extract_seconds)
     with timer("lower"):
-        plan = build_plan(snap, selection.choice, graph, model, opts.fold_constants)
-        runner, source, notes = _lower(plan, input_names, bound, opts.backend)
+        plan, runner, source, notes = lowering.lower(selection)
+    validation = "off (validate=False)"
+    if opts.validate:
+        with timer("validate"):
+            selection, plan, runner, source, notes, validation = lowering.checked(
+                selection, plan, runner, source, notes, node_cost, examples)
     report = Report(
         rulesets=names,
         saturation=saturation, stage_seconds=timer.seconds,
         predicted_before=sum(price(graph, model).values()), predicted_after=plan.predicted_seconds,
         extraction_method=selection.method, extraction_cost=selection.cost, cost_model=model.name,
         ops_before=graph.op_counts(), ops_after=plan.graph.op_counts(), folded_constants=plan.folded,
-        lowering_notes=notes)
+        lowering_notes=notes, validation=validation)
     specs = [(name, graph.nodes[i].shape, graph.nodes[i].dtype)
              for name in input_names for i in [_input_node(graph, name)]]
     optimized = OptimizedModule(runner, source, specs, out_spec, plan, report)
     optimized.extraction = Extraction(snap, list(node_cost), selection)
     return optimized
+
+
+class _Lowering:
+    """Extracted selections to runnable plans, and the plan check that decides which one is returned."""
+
+    def __init__(self, snap, graph, input_names, bound, model, opts: Options):
+        self.snap, self.graph, self.input_names, self.bound = snap, graph, input_names, bound
+        self.model, self.opts = model, opts
+
+    def lower(self, selection):
+        plan = build_plan(self.snap, selection.choice, self.graph, self.model, self.opts.fold_constants)
+        return (plan, *_lower(plan, self.input_names, self.bound, self.opts.backend))
+
+    def checked(self, selection, plan, runner, source, notes, node_cost, examples):
+        """The first of: this plan, plans extracted again without the e-nodes where a failing plan left the
+        program's values, the captured program itself; that passes the check. A failure of all is an error."""
+        check = validate.PlanCheck(self.graph, self.input_names, examples, self.bound, self.opts.assume_finite)
+        history = []
+        problems = validate.check_encoding(self.snap, self.graph)
+        if problems:
+            history.append(f"the e-graph does not hold the program as encoded ({len(problems)} nodes; first: "
+                           f"{problems[0]})")
+        costs = list(node_cost)
+        for _ in range(validate.MAX_EXCLUSION_ROUNDS + 1 if not problems else 0):
+            verdict = check(runner)
+            if verdict.ok:
+                return selection, plan, runner, source, notes, "; ".join(history + [verdict.describe()])
+            history.append(f"plan {len(history) + 1}: {verdict.describe()}")
+            culprits = check.culprits(plan, verdict.feeds, self.snap.bindings) if verdict.feeds else []
+            enodes = {selection.choice[plan.eclass[p]] for p in culprits if p in plan.eclass}
+            enodes = sorted(e for e in enodes if self.snap.node_op[e] not in ("Input", "Param"))
+            if not enodes:
+                break  # the plan graph computes the program: its lowering differs
+            history.append(f"excluded {len(enodes)} e-nodes "
+                           f"({', '.join(sorted({self.snap.node_op[e] for e in enodes}))}) and extracted again")
+            for e in enodes:
+                costs[e] = math.inf
+            try:
+                selection = extract(self.snap, costs, method=self.opts.extractor, time_limit=self.opts.extract_seconds)
+            except EqiforgeError as err:
+                history.append(f"no plan without them ({err})")
+                break
+            plan, runner, source, notes = self.lower(selection)
+        return self._captured_program(check, history)
+
+    def _captured_program(self, check, history):
+        """The program as captured, unoptimized, on the torch backend (what a failing plan falls back to)."""
+        plan = Plan(self.graph, price(self.graph, self.model), self.model.name)
+        runner = TorchPlan(to_torch_code(self.graph, self.input_names, self.bound))
+        verdict = check(runner)
+        if not verdict.ok:
+            raise EqiforgeError(f"the captured program itself fails the plan check ({verdict.describe()}); "
+                                f"before: {'; '.join(history)}")
+        selection = Selection({}, 0.0, "none (the captured program: the plan failed its check)", 0.0)
+        text = "; ".join(history + [f"fell back to the captured program, unoptimized: {verdict.describe()}"])
+        return selection, plan, runner, runner.source, [], text
 
 
 def _lower(plan, input_names, bound, backend):

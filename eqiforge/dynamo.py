@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import warnings
 
+import torch
 from torch._decomp import core_aten_decompositions
 from torch._dynamo.backends.common import aot_autograd
 from torch._functorch.aot_autograd import make_boxed_func
+from torch._subclasses.fake_tensor import unset_fake_temporarily
 
 from . import api, frontend
 from .errors import EqiforgeError
@@ -26,6 +28,13 @@ def _run_unchanged(gm, _example_inputs):
     return make_boxed_func(gm.forward)
 
 
+def _real_inputs(example_inputs) -> list:
+    """Real tensors shaped like Dynamo's (fake) example inputs, for the plan check: normal floats, zero
+    integers (valid indices whatever they index)."""
+    return [torch.randn(t.shape, dtype=t.dtype, device=t.device) if t.is_floating_point()
+            else torch.zeros(t.shape, dtype=t.dtype, device=t.device) for t in example_inputs]
+
+
 def _forward_compiler(opts: api.Options):
     def compile_forward(gm, example_inputs):
         names = [n.name for n in gm.graph.nodes if n.op == "placeholder"]
@@ -33,7 +42,9 @@ def _forward_compiler(opts: api.Options):
         try:
             with timer("capture"):
                 graph = frontend.fx_to_ir(gm, names, {})
-            optimized = api.optimize_graph(graph, names, None, opts, timer)
+            with unset_fake_temporarily():  # the pipeline computes with real tensors (folding, the plan check)
+                optimized = api.optimize_graph(graph, names, None, opts, timer,
+                                               examples=_real_inputs(example_inputs))
         except EqiforgeError as err:
             warnings.warn(f"eqiforge: running this graph unoptimized: {err}", stacklevel=2)
             return _run_unchanged(gm, example_inputs)

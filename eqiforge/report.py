@@ -75,6 +75,8 @@ class Report:
         ]
         if self.lowering_notes:
             rows.append(("lowering", "; ".join(self.lowering_notes)))
+        if self.validation:
+            rows.append(("plan check", self.validation))
         top = list(self.matches_per_rule().items())[:5]
         if top:
             rows.append(("top rules (matches)", ", ".join(f"{r} {n}" for r, n in top)))

@@ -21,6 +21,7 @@ class Plan:
     cost_model: str = ""
     folded: int = 0  # nodes evaluated at optimization time
     sms: int | None = None  # SMs of the device priced for: kernels are configured as they were priced
+    eclass: dict[int, int] = field(default_factory=dict)  # plan node -> the e-class it was chosen for
 
     @property
     def predicted_seconds(self) -> float:
@@ -80,9 +81,11 @@ def build_plan(snap, choice: dict[int, int], source: Graph, cost_model, fold_con
                 built[c] = graph.param(name, consts.pop(built[c]).contiguous())
                 consts[built[c]] = graph.params[name]
     graph.outputs = [built[r] for r in snap.roots]
-    graph = compact(graph)
+    graph, remap = compact(graph)
     device = getattr(cost_model, "device", None)
-    return Plan(graph, price(graph, cost_model), getattr(cost_model, "name", ""), folded, getattr(device, "sms", None))
+    eclass = {remap[i]: c for c, i in built.items() if i in remap}
+    return Plan(graph, price(graph, cost_model), getattr(cost_model, "name", ""), folded, getattr(device, "sms", None),
+                eclass)
 
 
 def _is_causal_bias(bias: torch.Tensor | None, out_shape) -> bool:
@@ -96,8 +99,8 @@ def _is_causal_bias(bias: torch.Tensor | None, out_shape) -> bool:
     return sq == out_shape[-2] and torch.equal(bias.reshape(sq, sk), causal)
 
 
-def compact(graph: Graph) -> Graph:
-    """A copy holding only the live nodes (and the params and externs they use)."""
+def compact(graph: Graph) -> tuple[Graph, dict[int, int]]:
+    """A copy holding only the live nodes (and the params and externs they use), and old id -> new id."""
     out = Graph()
     remap: dict[int, int] = {}
     for i in graph.live_nodes():
@@ -109,7 +112,7 @@ def compact(graph: Graph) -> Graph:
             if n.op == "Extern":
                 out.externs[n.attrs[0]] = graph.externs[n.attrs[0]]
     out.outputs = [remap[o] for o in graph.outputs]
-    return out
+    return out, remap
 
 
 def _postorder(snap, choice: dict[int, int]) -> list[int]:
