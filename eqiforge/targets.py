@@ -29,17 +29,31 @@ def load_target(target: str | None = None, example: str | None = None):
         fn = getattr(module, factory, None)
         if not callable(fn):
             raise EqiforgeError(f"{path} has no callable {factory!r}")
-        result = fn()
+        result = _call(f"{target}()", fn)
         if not (isinstance(result, tuple) and len(result) == 2):
             raise EqiforgeError(f"{target} must return (callable, example_inputs), got {type(result).__name__}")
         return result
     if not hasattr(module, "Model") or not hasattr(module, "get_inputs"):
         raise EqiforgeError(f"{path} must define Model and get_inputs() (or name a factory: {path}:factory)")
-    init = module.get_init_inputs() if hasattr(module, "get_init_inputs") else []
-    model = module.Model(*init)
+    init = _call(f"{path}: get_init_inputs()", module.get_init_inputs) if hasattr(module, "get_init_inputs") else []
+    model = _call(f"{path}: Model(*get_init_inputs())", module.Model, *init)
     if isinstance(model, torch.nn.Module):
         model = model.eval()
-    return model, tuple(module.get_inputs())
+    return model, tuple(_call(f"{path}: get_inputs()", module.get_inputs))
+
+
+def _call(what: str, fn, *args):
+    """``fn(*args)``; what the user's code raises (or a ``sys.exit`` in it) becomes an error naming ``what``."""
+    try:
+        return fn(*args)
+    except (Exception, SystemExit) as err:
+        raise EqiforgeError(f"{what} failed: {_describe(err)}") from err
+
+
+def _describe(err: BaseException) -> str:
+    if isinstance(err, SystemExit):
+        return f"it called sys.exit({err.code!r})"
+    return f"{type(err).__name__}: {err}"
 
 
 def _import(path: Path):
@@ -47,8 +61,5 @@ def _import(path: Path):
         raise EqiforgeError(f"no such file: {path}")
     spec = importlib.util.spec_from_file_location(f"eqiforge_target_{path.stem}", path)
     module = importlib.util.module_from_spec(spec)
-    try:
-        spec.loader.exec_module(module)
-    except Exception as err:
-        raise EqiforgeError(f"importing {path} failed: {type(err).__name__}: {err}") from err
+    _call(f"importing {path}", spec.loader.exec_module, module)
     return module

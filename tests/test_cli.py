@@ -69,3 +69,23 @@ def test_rules_lists_every_rule(capsys):
 def test_examples_lists_builtins(capsys):
     code, out, _ = run(capsys, "examples")
     assert code == 0 and "transformer_layer" in out and "matmul_chain" in out
+
+
+@pytest.mark.parametrize("source,message", [
+    ("import torch\nclass Model(torch.nn.Module):\n    def __init__(self):\n        raise ValueError('no weights')\n"
+     "def get_inputs():\n    return [torch.randn(2)]\n", r"Model\(\*get_init_inputs\(\)\) failed: ValueError: no weights"),
+    ("import sys\nsys.exit(3)\n", r"importing .*bad.py failed: it called sys.exit\(3\)"),
+    ("import torch\nclass Model(torch.nn.Module):\n    pass\ndef get_inputs():\n    raise SystemExit('x')\n",
+     r"get_inputs\(\) failed: it called sys.exit\('x'\)"),
+])
+def test_errors_in_the_users_file_are_one_clear_line(tmp_path, capsys, source, message):
+    import re
+    (tmp_path / "bad.py").write_text(source)
+    code, _, err = run(capsys, "optimize", str(tmp_path / "bad.py"))
+    last = err.strip().splitlines()[-1]
+    assert code == 2 and last.startswith("eqiforge: error:") and re.search(message, last), last
+
+
+def test_optimize_without_finite_only_rules_and_without_the_check(capsys):
+    code, out, _ = run(capsys, "optimize", "--example", "mlp", "--no-assume-finite", "--no-validate")
+    assert code == 0 and "off (validate=False)" in out and "matches eager" in out
