@@ -1,7 +1,6 @@
 """The Report of one optimization: what every stage did, how long it took, and what it predicts."""
 from __future__ import annotations
 
-import importlib
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -51,10 +50,6 @@ class Report:
 
     def matches_per_rule(self) -> dict[str, int]:
         return self.saturation.matches_per_rule()
-
-    def plot_growth(self, path=None, **kwargs):
-        """E-graph growth figure (a matplotlib Figure), written as PNG/SVG when ``path`` is given; see eqiforge.viz."""
-        return importlib.import_module("eqiforge.viz").plot_growth(self, path, **kwargs)  # viz comes after report
 
     def summary(self) -> str:
         """A short table for people: sizes, predicted times and seconds per stage."""

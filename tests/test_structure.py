@@ -40,30 +40,52 @@ def test_every_op_has_shape_and_dtype_analysis():
             assert f'"dtype-{name}"' in text, f"no dtype rule for {name}"
 
 
-def _stage(module: str) -> str:
-    return module.split(".")[1] if module.count(".") else module
+def _imported_stages(path: Path, rel: Path) -> list[str]:
+    """Top-level eqiforge modules that ``path`` imports: import statements, relative or absolute, and
+    string imports (``importlib.import_module("eqiforge.x")``, ``__import__``), which hide from a reader."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.level:
+            base = list(rel.parts[:-node.level]) if node.level <= len(rel.parts) else []
+            target = (base + (node.module or "").split("."))[0] if base or node.module else ""
+            found += [target] if target else [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("eqiforge."):
+            found.append(node.module.split(".")[1])
+        elif isinstance(node, ast.ImportFrom) and node.module == "eqiforge":
+            found += [a.name for a in node.names]
+        elif isinstance(node, ast.Import):
+            found += [a.name.split(".")[1] for a in node.names if a.name.startswith("eqiforge.")]
+        elif isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant) and \
+                isinstance(node.args[0].value, str) and node.args[0].value.startswith("eqiforge."):
+            func = node.func
+            name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+            if name in ("import_module", "__import__"):
+                found.append(node.args[0].value.split(".")[1])
+    return found
 
 
-def test_stages_import_only_earlier_stages():
+def backward_imports(package: Path) -> list[str]:
+    """Every import of a later pipeline stage by a module of ``package`` (its __init__ excepted)."""
     backward = []
-    for path in PACKAGE.rglob("*.py"):
-        rel = path.relative_to(PACKAGE).with_suffix("")
+    for path in sorted(package.rglob("*.py")):
+        rel = path.relative_to(package).with_suffix("")
         own = rel.parts[0]
         if own == "__init__" or own not in ORDER:
             continue
-        for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.ImportFrom) and node.level:
-                base = list(rel.parts[:-node.level]) if node.level <= len(rel.parts) else []
-                target = (base + (node.module or "").split("."))[0] if base or node.module else ""
-                names = [target] if target else [a.name for a in node.names]
-            elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("eqiforge."):
-                names = [node.module.split(".")[1]]
-            else:
-                continue
-            for imported in names:
-                if imported in ORDER and ORDER.index(imported) > ORDER.index(own):
-                    backward.append(f"{rel} imports {imported}")
-    assert not backward, backward
+        for imported in _imported_stages(path, rel):
+            if imported in ORDER and ORDER.index(imported) > ORDER.index(own):
+                backward.append(f"{rel} imports {imported}")
+    return backward
+
+
+def test_stages_import_only_earlier_stages():
+    assert not backward_imports(PACKAGE)
+
+
+def test_structure_check_sees_string_imports(tmp_path):
+    (tmp_path / "report.py").write_text('import importlib\nviz = importlib.import_module("eqiforge.viz")\n')
+    (tmp_path / "ir.py").write_text('api = __import__("eqiforge.api")\nfrom eqiforge import ops, viz\n')
+    assert sorted(backward_imports(tmp_path)) == ["ir imports api", "ir imports viz", "report imports viz"]
 
 
 def test_pyproject_ships_every_package_and_the_rules():
