@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass, field
 
 from . import cost, frontend, validate
@@ -61,6 +62,7 @@ def optimize_graph(graph, input_names, out_spec, opts: Options, timer: StageTime
     """The stages after capture, shared by ``optimize`` and the torch.compile backend. ``bound`` maps graph
     inputs that are not call arguments (live parameters) to their tensors; ``examples`` are the call's
     inputs the plan is checked on (None: random ones)."""
+    graph.verify()
     kernels = opts.backend == "triton"
     model = cost.get_cost_model(opts.cost_model, opts.device, kernels=kernels)
     layers = ("algebra", "kernel") if kernels else ("algebra",)
@@ -102,12 +104,15 @@ class _Lowering:
 
     def lower(self, selection):
         plan = build_plan(self.snap, selection.choice, self.graph, self.model, self.opts.fold_constants)
+        plan.graph.verify()
         return (plan, *_lower(plan, self.input_names, self.bound, self.opts.backend))
 
     def checked(self, selection, plan, runner, source, notes, node_cost, examples):
         """The first of: this plan, plans extracted again without the e-nodes where a failing plan left the
         program's values, the captured program itself; that passes the check. A failure of all is an error."""
-        check = validate.PlanCheck(self.graph, self.input_names, examples, self.bound, self.opts.assume_finite)
+        interpreted = self.opts.backend == "triton" and os.environ.get("TRITON_INTERPRET") == "1"
+        check = validate.PlanCheck(self.graph, self.input_names, examples, self.bound, self.opts.assume_finite,
+                                   slow_plans="the Triton interpreter" if interpreted else "")
         history = []
         problems = validate.check_encoding(self.snap, self.graph)
         if problems:

@@ -176,9 +176,10 @@ class PlanCheck:
     """Runs plans against the captured program ``graph`` on the example inputs and fresh random ones."""
 
     def __init__(self, graph: Graph, input_names: list[str], examples: list[torch.Tensor] | None,
-                 bound: dict[str, torch.Tensor] | None, assume_finite: bool):
+                 bound: dict[str, torch.Tensor] | None, assume_finite: bool, slow_plans: str = ""):
         """``examples`` are the call's inputs (``input_names``; None: generated from the graph's input
-        shapes); ``bound`` the live weights the plan reads."""
+        shapes); ``bound`` the live weights the plan reads; ``slow_plans`` says why plans run so slowly
+        here that one input set must do (the Triton interpreter)."""
         self.graph, self.input_names = graph, input_names
         self.compare_nonfinite = not assume_finite
         label = "the example inputs" if examples is not None else "generated inputs"
@@ -186,11 +187,13 @@ class PlanCheck:
             examples = generated_inputs(graph, input_names)
         example_feeds = {**(bound or {}), **dict(zip(input_names, examples))}
         self.feed_sets = [(label, example_feeds)]
-        if program_flops(graph) <= RANDOM_CHECK_FLOPS:
+        flops = program_flops(graph)
+        if flops <= RANDOM_CHECK_FLOPS and not slow_plans:
             self.feed_sets.append(("random inputs", random_feeds(example_feeds, input_names, seed=0)))
         self.inputs = " and ".join(name for name, _ in self.feed_sets)
         if len(self.feed_sets) == 1:
-            self.inputs += f" only (over {RANDOM_CHECK_FLOPS:.0e} FLOPs: no random-input run)"
+            why = slow_plans or f"{flops:.1e} FLOPs, over {RANDOM_CHECK_FLOPS:.0e}"
+            self.inputs += f" only ({why}: no random-input run)"
         with torch.no_grad():
             self.expected = [[evaluate_all(graph, f, None)[o] for o in graph.outputs] for _, f in self.feed_sets]
         self._float64: dict[int, list] = {}
