@@ -28,22 +28,34 @@ TRANSCENDENTAL = {"exp", "log", "sqrt", "rsqrt", "sigmoid", "tanh", "erf", "gelu
 
 
 def evaluate(expr: tuple, acc: torch.Tensor | None, extras: list[torch.Tensor], x: torch.Tensor | None = None):
-    """PyTorch value of ``expr`` in fp32 (as kernels compute); ``acc``/``x`` fill ("acc",)/("x",)."""
+    """PyTorch value of ``expr`` as kernels compute it: in float32, or in float64 when a tensor it reads or
+    a cast in it is float64 (a kernel never computes narrower than its program); ``acc``/``x`` fill
+    ("acc",)/("x",)."""
+    tensors = [t for t in (acc, x, *extras) if t is not None]
+    wide = any(t.dtype == torch.float64 for t in tensors) or _casts_to_float64(expr)
+    return _evaluate(expr, acc, extras, x, torch.float64 if wide else torch.float32)
+
+
+def _casts_to_float64(expr) -> bool:
+    return isinstance(expr, tuple) and (expr[:2] == ("cast", "float64") or any(map(_casts_to_float64, expr)))
+
+
+def _evaluate(expr: tuple, acc, extras, x, wide: torch.dtype):
     head = expr[0]
     if head == "acc":
-        return acc.float()
+        return acc.to(wide)
     if head == "x":
-        return x.float()
+        return x.to(wide)
     if head == "in":
-        return extras[expr[1]].float()
+        return extras[expr[1]].to(wide)
     if head == "const":
-        return torch.tensor(expr[1], dtype=torch.float32)
+        return torch.tensor(expr[1], dtype=wide)
     if head == "un":
-        return UNARY[expr[1]](evaluate(expr[2], acc, extras, x))
+        return UNARY[expr[1]](_evaluate(expr[2], acc, extras, x, wide))
     if head == "bin":
-        return BINARY[expr[1]](evaluate(expr[2], acc, extras, x), evaluate(expr[3], acc, extras, x))
-    if head == "cast":
-        return evaluate(expr[2], acc, extras, x).to(getattr(torch, expr[1])).float()  # dtype names are torch's
+        return BINARY[expr[1]](_evaluate(expr[2], acc, extras, x, wide), _evaluate(expr[3], acc, extras, x, wide))
+    if head == "cast":  # dtype names are torch's
+        return _evaluate(expr[2], acc, extras, x, wide).to(getattr(torch, expr[1])).to(wide)
     raise ValueError(f"not an Epi expression: {expr!r}")
 
 

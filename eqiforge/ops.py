@@ -225,10 +225,15 @@ def _result_dtype(expr: tuple, like: torch.Tensor) -> torch.dtype:
     return DTYPES[expr[1]] if expr[0] == "cast" else like.dtype
 
 
+def accumulator(x: torch.Tensor) -> torch.dtype:
+    """What a kernel accumulates ``x`` in: float32, or float64 for float64 (never less than the input)."""
+    return torch.float64 if x.dtype == torch.float64 else torch.float32
+
+
 def gemm_kernel(a, b, layout_a, layout_b, tile, split_k, epilogue, extras):
     a_ = a.transpose(-1, -2) if layout_a == "T" else a
     b_ = b.transpose(-1, -2) if layout_b == "T" else b
-    acc = torch.matmul(a_.float(), b_.float())
+    acc = torch.matmul(a_.to(accumulator(a)), b_.to(accumulator(a)))
     return evaluate(epilogue, acc, extras).to(_result_dtype(epilogue, a))
 
 
@@ -275,18 +280,19 @@ def _attention_shape(ins, attrs) -> Shape:
 
 
 def attention_kernel(q, k, v, layout_k, scale, causal, extras):
-    """softmax(scale * q k^T + bias, causal-masked) v, in fp32 (what the fused kernel computes)."""
+    """softmax(scale * q k^T + bias, causal-masked) v, in fp32 or fp64 (what the fused kernel computes)."""
     kt = k if layout_k == "T" else k.transpose(-1, -2)
     if q.dim() > 2 and kt.shape[-3] != q.shape[-3]:  # grouped-query: each k/v head serves q.heads / kv.heads
         kt, v = (t.repeat_interleave(q.shape[-3] // t.shape[-3], dim=-3) for t in (kt, v))
-    scores = torch.matmul(q.float(), kt.float()) * scale
+    acc = accumulator(q)
+    scores = torch.matmul(q.to(acc), kt.to(acc)) * scale
     if extras:
-        scores = scores + extras[0].float()
+        scores = scores + extras[0].to(acc)
     if causal:
         sq, sk = scores.shape[-2:]
         scores = scores.masked_fill(torch.ones(sq, sk, dtype=torch.bool).triu(sk - sq + 1), float("-inf"))
     probs = torch.softmax(scores, -1).nan_to_num(0.0) if causal or extras else torch.softmax(scores, -1)
-    return torch.matmul(probs, v.float()).to(q.dtype)  # a fully masked row gives 0, as in PyTorch's SDPA
+    return torch.matmul(probs, v.to(acc)).to(q.dtype)  # a fully masked row gives 0, as in PyTorch's SDPA
 
 
 _U, _B = ("unary", 1), ("binary", 2)

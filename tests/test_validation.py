@@ -254,3 +254,19 @@ def test_assumes_finite_must_name_rules_of_the_file(rules_dir):
     (rules_dir / "odd.egg").write_text('; odd.egg\n; assumes finite: nope\n(rewrite (Neg (Neg x)) x :name "n")')
     with pytest.raises(EqiforgeError, match="'assumes finite' names rules it does not define: \\['nope'\\]"):
         rulesets.select(["odd"])
+
+
+def test_kernel_reference_semantics_keep_float64():
+    """The kernel ops' PyTorch meanings (plan evaluation, constant folding, the torch backend's fallback)
+    compute float64 in float64, not in float32 as the kernels' half-precision inputs do."""
+    from eqiforge import ops
+    gen = torch.Generator().manual_seed(0)
+    a, b, bias = (torch.randn(*s, generator=gen, dtype=torch.float64) for s in ((5, 7), (7, 3), (3,)))
+    epilogue = ("bin", "add", ("un", "tanh", ("acc",)), ("in", 0))
+    gemm = ops.gemm_kernel(a, b, "N", "N", (), 1, epilogue, [bias.expand(5, 3)])
+    assert gemm.dtype == torch.float64 and torch.allclose(gemm, torch.tanh(a @ b) + bias, rtol=1e-13, atol=1e-13)
+    rows = ops.row_reduce_kernel(a, "softmax", ("un", "exp", ("x",)), ("acc",), 0.0, [])
+    assert torch.allclose(rows, torch.softmax(a.exp(), -1), rtol=1e-13, atol=1e-14)
+    q, k, v = (torch.randn(2, 4, 6, generator=gen, dtype=torch.float64) for _ in range(3))
+    att = ops.attention_kernel(q, k, v, "N", 0.5, 0, [])
+    assert torch.allclose(att, torch.softmax(q @ k.mT * 0.5, -1) @ v, rtol=1e-13, atol=1e-13)
