@@ -4,7 +4,7 @@ The module imports only torch and triton, so a plan optimized here runs (and is 
 EqiForge. It defines one launcher per kernel node and ``forward(<inputs>, params)``: kernel nodes run their
 generated Triton kernel; views, re-formed composites and remaining algebra ops run as PyTorch calls; externs
 as the ATen calls they were. A kernel the templates cannot render runs as PyTorch code computing the same
-fused expression (reported as a fallback).
+fused expression, float64 in float64 as the templates do (reported as a fallback).
 """
 from __future__ import annotations
 
@@ -118,23 +118,27 @@ def describe(graph: Graph, i: int, seconds: float) -> str:
 
 # --------------------------------------------------------------------------------------- torch glue
 
-def _epi_torch(e: tuple, acc: str, x: str, extras: list[str]) -> str:
+UPCAST = {"float32": ".float()", "float64": ".double()"}  # compute dtype -> conversion of a tensor to it
+
+
+def _epi_torch(e: tuple, acc: str, x: str, extras: list[str], up: str) -> str:
+    """PyTorch source of an Epi; ``up`` converts a tensor to the kernel's compute dtype (``UPCAST``)."""
     head = e[0]
     if head == "acc":
         return acc
     if head == "x":
         return x
     if head == "in":
-        return f"{extras[e[1]]}.float()"
+        return f"{extras[e[1]]}{up}"
     if head == "const":
         return repr(float(e[1]))
     if head == "un":
-        arg = _epi_torch(e[2], acc, x, extras)
+        arg = _epi_torch(e[2], acc, x, extras, up)
         return f"torch.nn.functional.gelu({arg}, approximate='tanh')" if e[1] == "gelu_tanh" \
             else f"{EPI_UNARY_TORCH[e[1]]}({arg})"
     if head == "bin":
-        return f"torch.{e[1]}({_epi_torch(e[2], acc, x, extras)}, {_epi_torch(e[3], acc, x, extras)})"
-    return f"{_epi_torch(e[2], acc, x, extras)}.to({dtype_src(e[1])}).float()"
+        return f"torch.{e[1]}({_epi_torch(e[2], acc, x, extras, up)}, {_epi_torch(e[3], acc, x, extras, up)})"
+    return f"{_epi_torch(e[2], acc, x, extras, up)}.to({dtype_src(e[1])}){up}"
 
 
 ROW_TORCH = {"sum": "{v}.sum(-1, keepdim=True)", "max": "{v}.amax(-1, keepdim=True)",
@@ -147,23 +151,27 @@ ROW_TORCH = {"sum": "{v}.sum(-1, keepdim=True)", "max": "{v}.amax(-1, keepdim=Tr
 
 
 def kernel_in_torch(spec, args: list[str]) -> str:
-    """PyTorch code computing a kernel spec (the fallback when it has no Triton rendering)."""
-    out = spec.out.dtype
+    """PyTorch code computing a kernel spec (the fallback when it has no Triton rendering), in the spec's
+    compute dtype like the templates: float64 stays float64."""
+    out, compute = spec.out.dtype, K.compute_dtype(spec)
+    up = UPCAST[compute]
     if isinstance(spec, K.AttentionSpec):
-        k = f"{args[1]}.mT" if spec.k_transposed else args[1]
-        bias = f", attn_mask={args[3]}.to({args[0]}.dtype)" if spec.bias else ""
-        return (f"torch.nn.functional.scaled_dot_product_attention({args[0]}, {k}, {args[2]}{bias}, "
-                f"is_causal={spec.causal}, scale={spec.scale!r})")
+        wide = compute == "float64"  # else SDPA computes in q's dtype (half precision accumulates in float32)
+        q, k, v, *bias = [f"{a}{up}" if wide else a for a in args]
+        k = f"{k}.mT" if spec.k_transposed else k
+        mask = f", attn_mask={bias[0]}" + ("" if wide else f".to({q}.dtype)") if bias else ""
+        return (f"torch.nn.functional.scaled_dot_product_attention({q}, {k}, {v}{mask}, "
+                f"is_causal={spec.causal}, scale={spec.scale!r}).to({dtype_src(out)})")
     if isinstance(spec, K.GemmSpec):
         a = f"{args[0]}.mT" if spec.a_transposed else args[0]
         b = f"{args[1]}.mT" if spec.b_transposed else args[1]
-        acc = f"torch.matmul({a}.float(), {b}.float())"
-        return f"({_epi_torch(spec.epilogue, acc, '', args[2:])}).to({dtype_src(out)})"
+        acc = f"torch.matmul({a}{up}, {b}{up})"
+        return f"({_epi_torch(spec.epilogue, acc, '', args[2:], up)}).to({dtype_src(out)})"
     if isinstance(spec, K.PointwiseSpec):
-        return f"({_epi_torch(spec.expr, '', '', args)}).expand({spec.out.shape}).to({dtype_src(out)})"
-    v = _epi_torch(spec.prologue, "", f"{args[0]}.float()", args[1:])
+        return f"({_epi_torch(spec.expr, '', '', args, up)}).expand({spec.out.shape}).to({dtype_src(out)})"
+    v = _epi_torch(spec.prologue, "", f"{args[0]}{up}", args[1:], up)
     acc = ROW_TORCH[spec.kind].format(v=f"({v})", eps=spec.eps)
-    return f"({_epi_torch(spec.epilogue, acc, '', args[1:])}).to({dtype_src(out)})"
+    return f"({_epi_torch(spec.epilogue, acc, '', args[1:], up)}).to({dtype_src(out)})"
 
 
 def torch_call(n, args: list[str]) -> str:

@@ -15,7 +15,7 @@ Fused expressions (``Epi``) are nested tuples, evaluated elementwise over the ke
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 from ..cost.roofline import ATTENTION_BLOCK, ROW_BLOCK  # the tiles the prior prices are the tiles run
 
@@ -125,3 +125,20 @@ class AttentionSpec:
     block_m: int = ATTENTION_BLOCK
     block_n: int = ATTENTION_BLOCK
     split: int = 1  # shares of the key axis run by separate programs, then combined (flash-decoding)
+
+
+def compute_dtype(spec) -> str:
+    """The dtype a kernel computes in: float64 when a tensor it touches or a cast in its expressions is
+    float64, else float32 (half-precision tensors accumulate in float32, as ATen's kernels do). Never
+    narrower than the program, so no float64 value is silently rounded to float32."""
+    return "float64" if "float64" in _dtypes(tuple(getattr(spec, f.name) for f in fields(spec))) else "float32"
+
+
+def _dtypes(value) -> set[str]:
+    """The dtype names in a spec's field values: operands' dtypes and the dtypes expressions cast to."""
+    if isinstance(value, Operand):
+        return {value.dtype}
+    if not isinstance(value, tuple):
+        return set()
+    cast = {value[1]} if value[:1] == ("cast",) else set()
+    return cast.union(*(_dtypes(v) for v in value))

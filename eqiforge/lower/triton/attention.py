@@ -3,7 +3,7 @@
 Flash-attention forward: one program per (batch, BLOCK_M query tile); it walks the key axis in tiles of
 BLOCK_N keys and keeps an online softmax, so neither the scores S nor the probabilities P reach memory:
 - **Online softmax**: a running row max ``m_i``, a running sum ``l_i`` of exponentials relative to it and an
-  fp32 accumulator ``acc`` of P @ V; when a tile raises the max, ``l_i`` and ``acc`` are rescaled by
+  accumulator ``acc`` of P @ V; when a tile raises the max, ``l_i`` and ``acc`` are rescaled by
   ``exp(m_old - m_new)``. The output is ``acc / l_i``, cast to the output dtype.
 - **Batch dims**, any number, as in the GEMM: the flat batch index is unravelled into one coordinate per
   batch dim of size > 1 and every tensor has its own strides, so permuted q/k/v are read in place; size-1
@@ -17,27 +17,29 @@ BLOCK_N keys and keeps an online softmax, so neither the scores S nor the probab
   loaded; the tiles it does visit are masked elementwise.
 - **Head dims** D and Dv up to 128: BLOCK_D / BLOCK_DV are the next power of two (at least 16, for
   ``tl.dot``) and the tail is masked.
-- **Precision**: scores, softmax and accumulator in fp32. fp32 tiles go to ``tl.dot`` with
-  ``input_precision`` (default ``"ieee"``); fp16/bf16 tiles go to the tensor cores as they are (P is cast to
-  v's dtype for P @ V), except bf16 under the Triton interpreter, which is upcast to fp32 after loading.
+- **Precision**: scores, softmax and accumulator in fp32, or in fp64 for fp64 q, k, v (whose tiles are
+  multiplied in fp64). fp32 tiles go to ``tl.dot`` with ``input_precision`` (default ``"ieee"``); fp16/bf16
+  tiles go to the tensor cores as they are (P is cast to v's dtype for P @ V), except bf16 under the Triton
+  interpreter, which is upcast to fp32 after loading.
 - **Rows with no visible key** (every key masked by -inf bias, or causal with Sq > Sk) give 0, like
   ``torch.nn.functional.scaled_dot_product_attention`` (an explicit softmax would give NaN).
 - **Split key axis** (``spec.split`` > 1, for few query tiles and many keys, as in decoding): program
   (tile, s) runs the online softmax over its share of the keys and writes its unnormalised accumulator,
-  row max and row sum to fp32 workspaces; a combine kernel merges the shares per row, rescaling each to
-  the overall max (the same online-softmax step, across programs), and stores ``acc / l``.
+  row max and row sum to workspaces of the compute dtype; a combine kernel merges the shares per row,
+  rescaling each to the overall max (the same online-softmax step, across programs), and stores ``acc / l``.
 """
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
 
-from ..kernels import AttentionSpec
-from .source import (Kernel, Param, UnsupportedSpec, check_broadcast, check_dtypes, check_power_of_two, dot_constexprs,
-                     dot_offset, header, indent, launcher, module_text, nbytes, next_power_of_two, pointer, sizes, store_value,
-                     strides, traffic, unravel)
+from ...ops import dtype_size
+from ..kernels import AttentionSpec, compute_dtype
+from .source import (SIGNATURE_DTYPES, TL_DTYPES, Kernel, Param, UnsupportedSpec, check_broadcast, check_dtypes,
+                     check_power_of_two, dot_constexprs, dot_offset, header, indent, launcher, load_value, module_text,
+                     nbytes, next_power_of_two, pointer, scalar_kind, sizes, store_value, strides, traffic, unravel)
 
-DOT_DTYPES = ("float32", "float16", "bfloat16")
+DOT_DTYPES = ("float64", "float32", "float16", "bfloat16")
 MAX_HEAD_DIM = 128
 NEG_INF = '-float("inf")'
 
@@ -53,6 +55,7 @@ class _Attention:
     D: int
     Dv: int
     kv_group: int  # query heads per key/value head (1: no grouping)
+    compute: str  # the dtype of scores, softmax statistics and accumulator
 
     @property
     def n_batch(self) -> int:
@@ -124,6 +127,9 @@ def _analyse(spec: AttentionSpec) -> _Attention:
         raise UnsupportedSpec(f"q, k, v must share a dtype of {DOT_DTYPES}, "
                               f"got {spec.q.dtype}, {spec.k.dtype}, {spec.v.dtype}")
     check_dtypes(spec.out, *([spec.bias] if spec.bias is not None else []))
+    compute = compute_dtype(spec)
+    if compute == "float64" and spec.q.dtype != "float64":
+        raise UnsupportedSpec(f"attention on {spec.q.dtype} q, k, v with a float64 bias or output")
     check_power_of_two(BLOCK_M=spec.block_m, BLOCK_N=spec.block_n)
     if spec.split < 1:
         raise UnsupportedSpec(f"split must be at least 1, got {spec.split}")
@@ -141,21 +147,23 @@ def _analyse(spec: AttentionSpec) -> _Attention:
     if spec.bias is not None:
         check_broadcast(spec.bias, out[:-2] + (Sq, Sk), "attention bias")
     batch = tuple(d for d in range(r - 2) if out[d] > 1)
-    return _Attention(spec, batch, Sq, Sk, D, Dv, kv_group)
+    return _Attention(spec, batch, Sq, Sk, D, Dv, kv_group, compute)
 
 
 # ------------------------------------------------------------------------------------------- parameters
 
-WORKSPACES = [Param("ws_acc_ptr", "ws_acc", "*fp32", note="unnormalised P @ V per key share [split, batch, Sq, Dv]"),
-              Param("ws_m_ptr", "ws_m", "*fp32", note="row max per key share [split, batch, Sq]"),
-              Param("ws_l_ptr", "ws_l", "*fp32", note="row sum of exp(s - max) per key share [split, batch, Sq]")]
+def _workspaces(a: _Attention) -> list[Param]:
+    kind = "*" + SIGNATURE_DTYPES[a.compute]
+    return [Param("ws_acc_ptr", "ws_acc", kind, note="unnormalised P @ V per key share [split, batch, Sq, Dv]"),
+            Param("ws_m_ptr", "ws_m", kind, note="row max per key share [split, batch, Sq]"),
+            Param("ws_l_ptr", "ws_l", kind, note="row sum of exp(s - max) per key share [split, batch, Sq]")]
 
 
 def kernel_params(spec: AttentionSpec, input_precision: str = "ieee") -> list[Param]:
     a = _analyse(spec)
     batch_coords = {f"batch{d}": d for d in a.batch}
     tensors = [(t, o, role) for t, o, role in a.tensors() if not (a.split and t == "out")]
-    pointers = [pointer(t, o, role) for t, o, role in tensors] + (WORKSPACES if a.split else [])
+    pointers = [pointer(t, o, role) for t, o, role in tensors] + (_workspaces(a) if a.split else [])
     shape = sizes({"Sq": a.Sq, "Sk": a.Sk, "D": a.D, "Dv": a.Dv}, by_name=True)
     shape += sizes({f"size_batch{d}": spec.out.shape[d] for d in a.batch[1:]})
     if a.kv_group > 1:
@@ -168,14 +176,14 @@ def kernel_params(spec: AttentionSpec, input_precision: str = "ieee") -> list[Pa
               Param("BLOCK_D", str(a.block_d), "constexpr", a.block_d),
               Param("BLOCK_DV", str(a.block_dv), "constexpr", a.block_dv)]
     consts += dot_constexprs(spec.q.dtype, input_precision, "q")
-    scale = [Param("scale", repr(float(spec.scale)), "fp32", float(spec.scale), "multiplies q . k")]
+    scale = [Param("scale", repr(float(spec.scale)), scalar_kind(a.compute), float(spec.scale), "multiplies q . k")]
     return pointers + shape + stride_params + scale + consts
 
 
 def _combine_params(a: _Attention) -> list[Param]:
     out = a.spec.out
     dims = {**{f"batch{d}": d for d in a.batch}, **a.tile_dims("out")}
-    return (WORKSPACES + [pointer("out", out, "out")] + sizes({"Sq": a.Sq, "Dv": a.Dv}, by_name=True)
+    return (_workspaces(a) + [pointer("out", out, "out")] + sizes({"Sq": a.Sq, "Dv": a.Dv}, by_name=True)
             + sizes({f"size_batch{d}": out.shape[d] for d in a.batch[1:]}) + strides("out", out, dims)
             + [Param("SPLIT", str(a.spec.split), "constexpr", a.spec.split),
                Param("BLOCK_M", str(a.spec.block_m), "constexpr", a.spec.block_m),
@@ -211,15 +219,19 @@ def _upcast(a: _Attention, names: list[str], pad: str = "") -> list[str]:
         f"{pad}    {n} = {n}.to(tl.float32)" for n in names]
 
 
+def _running_statistics(a: _Attention) -> list[str]:
+    """The online softmax's running row max and sum and the P @ V accumulator, before any key."""
+    dtype = TL_DTYPES[a.compute]
+    return [f"m_i = tl.full([BLOCK_M], {NEG_INF}, {dtype})",
+            f"l_i = tl.zeros([BLOCK_M], dtype={dtype})",
+            f"acc = tl.zeros([BLOCK_M, BLOCK_DV], dtype={dtype})"]
+
+
 def _key_loop(a: _Attention) -> list[str]:
     spec = a.spec
     precision = ", input_precision=DOT_PRECISION" if spec.q.dtype == "float32" else ""
-    lines = [
-        "# running row max, running sum of exp(s - m_i), fp32 accumulator of P @ V (online softmax)",
-        f"m_i = tl.full([BLOCK_M], {NEG_INF}, tl.float32)",
-        "l_i = tl.zeros([BLOCK_M], dtype=tl.float32)",
-        "acc = tl.zeros([BLOCK_M, BLOCK_DV], dtype=tl.float32)",
-    ]
+    lines = [f"# running row max, running sum of exp(s - m_i), {a.compute} accumulator of P @ V (online softmax)"]
+    lines += _running_statistics(a)
     if spec.causal:
         lines += ["# causal: query i sees keys j <= i + (Sk - Sq); the tile's last row sees keys below",
                   "# (pid_m + 1) * BLOCK_M + Sk - Sq, so key tiles from there on (above the diagonal) are skipped",
@@ -247,7 +259,8 @@ def _key_loop(a: _Attention) -> list[str]:
     ] + _upcast(a, ["kt", "v"]) + [f"s = tl.dot(q, kt{precision}) * scale"]
     if spec.bias is not None:
         body += [f"bias_ptrs = {_base(a, 'bias')} + offs_m[:, None] * stride_bias_m + offs_n[None, :] * stride_bias_n",
-                 "s += tl.load(bias_ptrs, mask=mask_m[:, None] & mask_n[None, :], other=0.0).to(tl.float32)"]
+                 "s += " + load_value("tl.load(bias_ptrs, mask=mask_m[:, None] & mask_n[None, :], other=0.0)",
+                                      a.compute)]
     if spec.causal:
         body += ["visible = mask_n[None, :] & (offs_n[None, :] <= offs_m[:, None] + (Sk - Sq))"]
     else:
@@ -297,7 +310,7 @@ def _normalise_and_store(a: _Attention) -> list[str]:
         "l_i = tl.where(l_i == 0.0, 1.0, l_i)",
         "o = acc / l_i[:, None]",
         f"out_ptrs = {_base(a, 'out')} + offs_m[:, None] * stride_out_m + offs_dv[None, :] * stride_out_dv",
-        f"tl.store(out_ptrs, {store_value('o', a.spec.out.dtype)}, mask=mask_m[:, None] & mask_dv[None, :])",
+        f"tl.store(out_ptrs, {store_value('o', a.spec.out.dtype, a.compute)}, mask=mask_m[:, None] & mask_dv[None, :])",
     ]
 
 
@@ -308,11 +321,7 @@ def _combine_body(a: _Attention) -> list[str]:
         "mask_m = offs_m < Sq",
         "mask_dv = offs_dv < Dv",
         "# merge the key shares in a fixed order: each rescaled to the running max (online softmax across programs)",
-        f"m_i = tl.full([BLOCK_M], {NEG_INF}, tl.float32)",
-        "l_i = tl.zeros([BLOCK_M], dtype=tl.float32)",
-        "acc = tl.zeros([BLOCK_M, BLOCK_DV], dtype=tl.float32)",
-        "for split in range(SPLIT):",
-    ] + indent([
+    ] + _running_statistics(a) + ["for split in range(SPLIT):"] + indent([
         "row = (split * (tl.num_programs(axis=0) // num_pid_m) + batch) * Sq + offs_m",
         f"m_s = tl.load(ws_m_ptr + row, mask=mask_m, other={NEG_INF})",
         "l_s = tl.load(ws_l_ptr + row, mask=mask_m, other=0.0)",
@@ -334,10 +343,17 @@ def _num_warps(spec: AttentionSpec) -> int:
     return 8 if spec.block_m * spec.block_n >= 128 * 64 else 4
 
 
+def _num_stages(a: _Attention) -> int | None:
+    """Software pipelining depth; None: Triton's default. fp64 tiles of head dims above 64 fit Hopper's 227 KiB
+    of shared memory only unpipelined (64x64 tiles, head dim 128, compiled for sm_90: 353 KiB with the
+    default 3 stages, 224 KiB with 2 but 257 KiB with a bias, 192 KiB with 1)."""
+    return 1 if a.compute == "float64" and max(a.block_d, a.block_dv) > 64 else None
+
+
 def kernels(spec: AttentionSpec, name: str, input_precision: str = "ieee") -> list[Kernel]:
     """The attention kernel, then (split key axis only) the kernel that combines the key shares."""
     a = _analyse(spec)
-    main = Kernel(f"{name}_kernel", kernel_params(spec, input_precision), _body(a), _num_warps(spec))
+    main = Kernel(f"{name}_kernel", kernel_params(spec, input_precision), _body(a), _num_warps(spec), _num_stages(a))
     if not a.split:
         return [main]
     return [main, Kernel(f"{name}_combine_kernel", _combine_params(a), _combine_body(a), 4,
@@ -350,7 +366,7 @@ def _summary(a: _Attention) -> list[str]:
     grouping = f", grouped-query: {a.kv_group} q heads per k/v head" if a.kv_group > 1 else ""
     reads = [("q", nbytes(spec.q)), ("k", nbytes(spec.k)), ("v", nbytes(spec.v))]
     reads += [("bias", nbytes(spec.bias))] if spec.bias is not None else []
-    workspace = [("workspace", 4 * spec.split * a.n_batch * a.Sq * (a.Dv + 2))] if a.split else []
+    workspace = [("workspace", dtype_size(a.compute) * spec.split * a.n_batch * a.Sq * (a.Dv + 2))] if a.split else []
     flops = 2 * a.n_batch * a.visible_pairs() * (a.D + a.Dv)
     return [
         f"attention out{list(spec.out.shape)} {spec.out.dtype} = softmax(scale * q @ k^T"
@@ -373,9 +389,10 @@ def render(spec: AttentionSpec, name: str, header_text: str = "", input_precisio
             f"    tiles = {batches}triton.cdiv(Sq, {spec.block_m})"]
     if a.split:
         rows = f"({spec.split}, {a.n_batch}, Sq)"
-        body += [f"    ws_acc = torch.empty({rows[:-1]}, Dv), dtype=torch.float32, device=out.device)",
-                 f"    ws_m = torch.empty({rows}, dtype=torch.float32, device=out.device)",
-                 f"    ws_l = torch.empty({rows}, dtype=torch.float32, device=out.device)"]
+        dtype = f"torch.{a.compute}"
+        body += [f"    ws_acc = torch.empty({rows[:-1]}, Dv), dtype={dtype}, device=out.device)",
+                 f"    ws_m = torch.empty({rows}, dtype={dtype}, device=out.device)",
+                 f"    ws_l = torch.empty({rows}, dtype={dtype}, device=out.device)"]
         body += ks[0].launch(f"(tiles, {spec.split})") + ks[1].launch("(tiles,)")
     else:
         body += ks[0].launch("(tiles,)")

@@ -1,9 +1,10 @@
 """Fused expressions (``Epi`` tuples, see ``eqiforge.lower.kernels``) rendered as Triton statements.
 
 An Epi becomes one assignment per operation (``e0 = acc + in0``, ``e1 = ...``), shared sub-expressions
-computed once, so that long fused chains stay readable in the generated kernel. All arithmetic is fp32: the
-templates load every operand with ``.to(tl.float32)``, and an Epi ``cast`` rounds to its dtype and comes back
-to fp32 (the final store casts to the output dtype).
+computed once, so that long fused chains stay readable in the generated kernel. All arithmetic is in the
+kernel's compute dtype (fp32, or fp64 for kernels touching float64: ``kernels.compute_dtype``): the templates
+load every operand converted to it, and an Epi ``cast`` rounds to its dtype and comes back (the final store
+casts to the output dtype). Python float literals keep their full value in fp64 arithmetic.
 
 Only ``tl`` builtins are used (the Triton interpreter has no libdevice): tanh and the tanh-GELU go through
 ``tl.sigmoid`` (0.5 * (1 + tanh(u)) == sigmoid(2u)), pow through ``tl.exp2``/``tl.log2`` with the sign and
@@ -12,14 +13,14 @@ zero cases of ``torch.pow`` handled explicitly, and common constant exponents (2
 from __future__ import annotations
 
 from ...fused import inputs_used
-from .source import TL_DTYPES, UnsupportedSpec
+from .source import TL_DTYPES, UnsupportedSpec, rsqrt
 
 UNARY = {
     "neg": "-{x}",
     "exp": "tl.exp({x})",
     "log": "tl.log({x})",
     "sqrt": "tl.sqrt({x})",
-    "rsqrt": "tl.rsqrt({x})",
+    "rsqrt": None,  # source.rsqrt: fp64 needs a correctly rounded form
     "recip": "1.0 / {x}",
     "abs": "tl.abs({x})",
     "relu": "tl.where({x} < 0.0, 0.0, {x})",  # keeps nan, like torch
@@ -39,8 +40,7 @@ BINARY = {
     "minimum": "tl.minimum({a}, {b}, propagate_nan=tl.PropagateNan.ALL)",
     "pow": None,  # several statements: see _Renderer.pow
 }
-EXACT_POWERS = {2.0: "{a} * {a}", 3.0: "{a} * {a} * {a}", 0.5: "tl.sqrt({a})", -0.5: "tl.rsqrt({a})",
-                -1.0: "1.0 / {a}", 1.0: "{a}"}
+EXACT_POWERS = {2.0: "{a} * {a}", 3.0: "{a} * {a} * {a}", 0.5: "tl.sqrt({a})", -1.0: "1.0 / {a}", 1.0: "{a}"}
 
 
 def literal(value: float) -> str:
@@ -59,23 +59,26 @@ def inputs(epi: tuple, count: int) -> list[int]:
     return used
 
 
-def render(epi: tuple, leaves: dict[tuple, str], tile: str, prefix: str = "e") -> tuple[list[str], str]:
-    """Statements evaluating ``epi`` elementwise, and the name (or leaf) that holds the result.
+def render(epi: tuple, leaves: dict[tuple, str], tile: str, prefix: str = "e",
+           compute: str = "float32") -> tuple[list[str], str]:
+    """Statements evaluating ``epi`` elementwise in the ``compute`` dtype, and the name (or leaf) that holds
+    the result.
 
     ``leaves`` maps the leaves the kernel provides (``("acc",)``, ``("x",)``, ``("in", i)``) to variable
-    names; ``tile`` is the Triton shape of the kernel's tile (``"[BLOCK_M, BLOCK_N]"``), used when the
-    whole expression is a constant.
+    names (holding ``compute`` values); ``tile`` is the Triton shape of the kernel's tile
+    (``"[BLOCK_M, BLOCK_N]"``), used when the whole expression is a constant.
     """
-    r = _Renderer(leaves, prefix, tile)
+    r = _Renderer(leaves, prefix, tile, compute)
     result = r.visit(epi)
     if epi[0] == "const":
-        result = r.emit(f"tl.full({tile}, {result}, tl.float32)")
+        result = r.emit(f"tl.full({tile}, {result}, {r.tl_dtype})")
     return r.lines, result
 
 
 class _Renderer:
-    def __init__(self, leaves: dict[tuple, str], prefix: str, tile: str):
-        self.leaves, self.prefix, self.tile = leaves, prefix, tile
+    def __init__(self, leaves: dict[tuple, str], prefix: str, tile: str, compute: str):
+        self.leaves, self.prefix, self.tile, self.compute = leaves, prefix, tile, compute
+        self.tl_dtype = TL_DTYPES[compute]
         self.lines: list[str] = []
         self.done: dict[tuple, str] = {}  # sub-expression -> the name holding it
         self.count = 0
@@ -97,19 +100,22 @@ class _Renderer:
         if tag == "const":
             return literal(e[1])
         if tag == "un":
-            if e[1] not in UNARY:
-                raise UnsupportedSpec(f"unknown unary op {e[1]!r}")
-            out = self.emit(UNARY[e[1]].format(x=self.visit(e[2])))
+            out = self.unary(e[1], self.visit(e[2]))
         elif tag == "bin":
             out = self.binary(e[1], e[2], e[3])
         elif tag == "cast":
             if e[1] not in TL_DTYPES:
                 raise UnsupportedSpec(f"cannot cast to {e[1]}")
-            out = self.emit(f"{self.visit(e[2])}.to({TL_DTYPES[e[1]]}).to(tl.float32)  # rounded to {e[1]}")
+            out = self.emit(f"{self.visit(e[2])}.to({TL_DTYPES[e[1]]}).to({self.tl_dtype})  # rounded to {e[1]}")
         else:
             raise UnsupportedSpec(f"malformed expression {e!r}")
         self.done[e] = out
         return out
+
+    def unary(self, op: str, x: str) -> str:
+        if op not in UNARY:
+            raise UnsupportedSpec(f"unknown unary op {op!r}")
+        return self.emit(rsqrt(x, self.compute) if op == "rsqrt" else UNARY[op].format(x=x))
 
     def binary(self, op: str, left: tuple, right: tuple) -> str:
         if op not in BINARY:
@@ -124,8 +130,10 @@ class _Renderer:
         c = None if constant is None else float(constant)
         if c in EXACT_POWERS:
             return self.emit(EXACT_POWERS[c].format(a=a))
+        if c == -0.5:
+            return self.unary("rsqrt", a)
         if c == 0.0:
-            return self.emit(f"tl.full({self.tile}, 1.0, tl.float32)  # x ** 0 == 1, even for 0 and nan")
+            return self.emit(f"tl.full({self.tile}, 1.0, {self.tl_dtype})  # x ** 0 == 1, even for 0 and nan")
         if c is not None and not c.is_integer():
             return self.emit(f"tl.exp2({b} * tl.log2({a}))  # nan for {a} < 0, like torch")
         out = self.emit(f"tl.exp2({b} * tl.log2(tl.abs({a})))  # |{a}| ** {b}")

@@ -8,14 +8,17 @@ The kernel is the tutorial's tiled matmul with the choices a plan needs made exp
   read in place; the launcher passes the strides of its last two dims swapped.
 - **Tails**: M, N and K that are not tile multiples (1 included) are masked; no modulo wrap-around.
 - **Grouped tile order** (GROUP_M): programs that run together share columns of B in the L2 cache.
-- **Precision**: fp32 accumulation always. fp32 tiles go to ``tl.dot`` with ``input_precision`` (default
-  ``"ieee"``: exact like PyTorch's fp32 matmul; ``"tf32"`` is the fast GPU choice). fp16/bf16 tiles go to the
-  tensor cores as they are, except under the Triton interpreter, whose bf16 arithmetic is wrong: there the
-  launcher sets ``UPCAST_BF16`` (from the tensors' device) and bf16 tiles are upcast to fp32 after loading.
-- **Split-K** (deterministic, no atomics): program (tile, s) sums K slice s into an fp32 workspace
-  [split_k, batch, M, N]; a second small kernel adds the slices in a fixed order, then applies the epilogue
-  (so the epilogue always sees the full sum), casts and stores.
-- **Epilogue**: an Epi over the fp32 accumulator tile and extra inputs loaded with broadcasting (stride 0 on
+- **Precision**: fp32 accumulation, fp64 for fp64 operands; the epilogue computes in the kernel's compute
+  dtype (``kernels.compute_dtype``: fp64 when anything it touches is fp64). fp32 tiles go to ``tl.dot`` with
+  ``input_precision`` (default ``"ieee"``: exact like PyTorch's fp32 matmul; ``"tf32"`` is the fast GPU
+  choice). fp64 tiles are multiplied in fp64 (DMMA on sm_80 and later).
+  fp16/bf16 tiles go to the tensor cores as they are, except under the Triton interpreter, whose bf16
+  arithmetic is wrong: there the launcher sets ``UPCAST_BF16`` (from the tensors' device) and bf16 tiles are
+  upcast to fp32 after loading.
+- **Split-K** (deterministic, no atomics): program (tile, s) sums K slice s into a workspace
+  [split_k, batch, M, N] of the accumulator's dtype; a second small kernel adds the slices in a fixed order, then
+  applies the epilogue (so the epilogue always sees the full sum), casts and stores.
+- **Epilogue**: an Epi over the accumulator tile and extra inputs loaded with broadcasting (stride 0 on
   size-1 dims), cast to the output dtype, stored under the tile mask.
 """
 from __future__ import annotations
@@ -24,13 +27,14 @@ import math
 from dataclasses import dataclass
 
 from ...fused import format_expr
-from ..kernels import GemmSpec
+from ...ops import dtype_size
+from ..kernels import GemmSpec, compute_dtype
 from . import epilogue
-from .source import (Kernel, Param, UnsupportedSpec, check_broadcast, check_dtypes, check_power_of_two, dot_constexprs,
-                     dot_offset, header, indent, launcher, module_text, nbytes, pointer, sizes, store_value, strides, traffic,
-                     unravel)
+from .source import (SIGNATURE_DTYPES, TL_DTYPES, Kernel, Param, UnsupportedSpec, check_broadcast, check_dtypes,
+                     check_power_of_two, dot_constexprs, dot_offset, header, indent, launcher, load_value, module_text,
+                     nbytes, pointer, sizes, store_value, strides, traffic, unravel)
 
-DOT_DTYPES = ("float32", "float16", "bfloat16")
+DOT_DTYPES = ("float64", "float32", "float16", "bfloat16")
 
 
 @dataclass(frozen=True)
@@ -45,6 +49,12 @@ class _Gemm:
     a_dims: dict  # {"m": dim, "k": dim}
     b_dims: dict  # {"k": dim, "n": dim}
     extras: tuple[int, ...]  # extra inputs the epilogue reads
+    compute: str  # the epilogue's dtype
+
+    @property
+    def acc(self) -> str:
+        """The accumulator's dtype: tl.dot sums fp64 tiles in fp64, all others in fp32."""
+        return "float64" if self.spec.a.dtype == "float64" else "float32"
 
     @property
     def n_batch(self) -> int:
@@ -107,12 +117,14 @@ def _analyse(spec: GemmSpec) -> _Gemm:
         check_broadcast(extra, out, f"epilogue input {i}")
     batch = tuple(d for d in range(rank - 2) if out[d] > 1)
     return _Gemm(spec, batch, out[-2], out[-1], a[a_dims["k"]], a_dims, b_dims,
-                 tuple(epilogue.inputs(spec.epilogue, len(spec.extras))))
+                 tuple(epilogue.inputs(spec.epilogue, len(spec.extras))), compute_dtype(spec))
 
 
 # ------------------------------------------------------------------------------------------- parameters
 
-_WORKSPACE = Param("ws_ptr", "ws", "*fp32", note="fp32 partial sums [split_k, batch, M, N]")
+def _workspace(g: _Gemm) -> Param:
+    kind = SIGNATURE_DTYPES[g.acc]
+    return Param("ws_ptr", "ws", "*" + kind, note=f"{kind} partial sums [split_k, batch, M, N]")
 
 
 def _ws_stride(g: _Gemm) -> Param:
@@ -146,7 +158,7 @@ def kernel_params(spec: GemmSpec, input_precision: str = "ieee") -> list[Param]:
     operand_strides = (strides("a", spec.a, {**g.batch_coords(), **g.a_dims})
                        + strides("b", spec.b, {**g.batch_coords(), **g.b_dims}))
     if g.split:
-        pointers.append(_WORKSPACE)
+        pointers.append(_workspace(g))
         tail = [_ws_stride(g), Param("k_per_split", str(g.k_per_split), "i32", g.k_per_split, "a multiple of BLOCK_K")]
     else:
         epi_pointers, tail = _epilogue_params(g)
@@ -160,7 +172,8 @@ def kernel_params(spec: GemmSpec, input_precision: str = "ieee") -> list[Param]:
 
 def _reduce_params(g: _Gemm) -> list[Param]:
     epi_pointers, epi_strides = _epilogue_params(g)
-    return ([_WORKSPACE] + epi_pointers + sizes({"M": g.M, "N": g.N}, by_name=True) + _batch_sizes(g) + [_ws_stride(g)]
+    return ([_workspace(g)] + epi_pointers + sizes({"M": g.M, "N": g.N}, by_name=True) + _batch_sizes(g)
+            + [_ws_stride(g)]
             + epi_strides + _tile_constexprs(g) + [Param("SPLIT_K", str(g.spec.split_k), "constexpr", g.spec.split_k)])
 
 
@@ -220,7 +233,7 @@ def _k_loop(g: _Gemm) -> list[str]:
         "# each step loads a BLOCK_M x BLOCK_K tile of A and a BLOCK_K x BLOCK_N tile of B for",
         "# 2 * BLOCK_M * BLOCK_N * BLOCK_K FLOPs; over the grid A is read cdiv(N, BLOCK_N) times and",
         "# B cdiv(M, BLOCK_M) times (the grouped order lets L2 absorb much of it)",
-        "acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)",
+        f"acc = tl.zeros((BLOCK_M, BLOCK_N), dtype={TL_DTYPES[g.acc]})",
         f"for k in range({start}, {end}, BLOCK_K):",
     ]
     if g.K % spec.tile.block_k:
@@ -248,21 +261,24 @@ def _workspace_ptrs(g: _Gemm) -> str:
 
 def _epilogue_and_store(g: _Gemm) -> list[str]:
     spec = g.spec
-    lines = [f"# epilogue on the fp32 accumulator: {format_expr(spec.epilogue)}, stored as {spec.out.dtype}"]
+    lines = [f"# epilogue in {g.compute}: {format_expr(spec.epilogue)}, stored as {spec.out.dtype}"]
+    if g.acc != g.compute:
+        lines.append(f"acc = acc.to({TL_DTYPES[g.compute]})")
     for i in g.extras:
         ptrs, mask = g.tile_load(f"in{i}", spec.extras[i])
-        lines += [f"in{i}_ptrs = {ptrs}", f"in{i} = tl.load(in{i}_ptrs, mask={mask}, other=0.0).to(tl.float32)"]
+        lines += [f"in{i}_ptrs = {ptrs}",
+                  f"in{i} = " + load_value(f"tl.load(in{i}_ptrs, mask={mask}, other=0.0)", g.compute)]
     leaves = {("acc",): "acc", **{("in", i): f"in{i}" for i in g.extras}}
-    stmts, result = epilogue.render(spec.epilogue, leaves, "[BLOCK_M, BLOCK_N]")
+    stmts, result = epilogue.render(spec.epilogue, leaves, "[BLOCK_M, BLOCK_N]", compute=g.compute)
     return lines + stmts + [f"out_ptrs = {g.tile_load('out', spec.out)[0]}",
-                            f"tl.store(out_ptrs, {store_value(result, spec.out.dtype)}, mask=mask)"]
+                            f"tl.store(out_ptrs, {store_value(result, spec.out.dtype, g.compute)}, mask=mask)"]
 
 
 def _main_body(g: _Gemm) -> list[str]:
     tensors = ["a", "b"] if g.split else ["a", "b", "out"] + [f"in{i}" for i in g.extras]
     lines = _program_ids(g, grouped=True) + _batch_offsets(g, tensors) + _tile_offsets() + _k_loop(g)
     if g.split:
-        lines += ["# this slice's partial sums go to the fp32 workspace; the reduce kernel adds the slices",
+        lines += [f"# this slice's partial sums go to the {g.acc} workspace; the reduce kernel adds the slices",
                   f"ws_ptrs = {_workspace_ptrs(g)} + split * stride_ws_split",
                   "tl.store(ws_ptrs, acc, mask=mask)"]
     else:
@@ -275,7 +291,7 @@ def _reduce_body(g: _Gemm) -> list[str]:
     lines += _tile_offsets() + [
         "# add the K slices in a fixed order: the result does not depend on scheduling",
         f"ws_ptrs = {_workspace_ptrs(g)}",
-        "acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)",
+        f"acc = tl.zeros((BLOCK_M, BLOCK_N), dtype={TL_DTYPES[g.acc]})",
         "for split in range(SPLIT_K):",
         "    acc += tl.load(ws_ptrs + split * stride_ws_split, mask=mask, other=0.0)",
     ] + _epilogue_and_store(g)
@@ -298,7 +314,7 @@ def kernels(spec: GemmSpec, name: str, input_precision: str = "ieee") -> list[Ke
 
 def _summary(g: _Gemm) -> list[str]:
     spec, t = g.spec, g.spec.tile
-    ws = 4 * spec.split_k * g.n_batch * g.M * g.N if g.split else 0
+    ws = dtype_size(g.acc) * spec.split_k * g.n_batch * g.M * g.N if g.split else 0
     extras = [(f"in{i}", nbytes(spec.extras[i])) for i in g.extras]
     reads = [("A", nbytes(spec.a)), ("B", nbytes(spec.b))] + extras + ([("workspace", ws)] if ws else [])
     writes = [("out", nbytes(spec.out))] + ([("workspace", ws)] if ws else [])
@@ -321,7 +337,7 @@ def render(spec: GemmSpec, name: str, header_text: str = "", input_precision: st
     body = [f"    M, N, K = {g.M}, {g.N}, {g.K}",
             f"    tiles = {batches}triton.cdiv(M, {t.block_m}) * triton.cdiv(N, {t.block_n})"]
     if g.split:
-        body += [f"    ws = torch.empty(({spec.split_k}, {g.n_batch}, M, N), dtype=torch.float32, device=out.device)"]
+        body += [f"    ws = torch.empty(({spec.split_k}, {g.n_batch}, M, N), dtype=torch.{g.acc}, device=out.device)"]
         body += ks[0].launch(f"(tiles, {spec.split_k})") + ks[1].launch("(tiles,)")
     else:
         body += ks[0].launch("(tiles,)")

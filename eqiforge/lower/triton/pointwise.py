@@ -3,18 +3,19 @@
 One program per BLOCK_SIZE of the flattened output. The flat index is unravelled into one coordinate per output
 dim of size > 1 (straight-line code for the spec's shape, any rank) and every tensor is addressed through
 its own strides, so non-contiguous, transposed and expanded (stride 0) inputs are read in place. Inputs
-are upcast to fp32 after loading; the result is cast to the output dtype when stored.
+are converted to the compute dtype (fp32; fp64 when the kernel touches float64) after loading; the result
+is cast to the output dtype when stored.
 """
 from __future__ import annotations
 
 import math
 
 from ...fused import format_expr
-from ..kernels import PointwiseSpec
+from ..kernels import PointwiseSpec, compute_dtype
 from . import epilogue
 from .source import (Kernel, Param, check_broadcast, check_dtypes, check_power_of_two, dot_offset, header, indent,
-                     launcher, module_text, nbytes, next_power_of_two, pointer, sizes, store_value, strides, traffic,
-                     unravel, warps_for)
+                     launcher, load_value, module_text, nbytes, next_power_of_two, pointer, sizes, store_value, strides,
+                     traffic, unravel, warps_for)
 
 
 def _check(spec: PointwiseSpec) -> None:
@@ -57,6 +58,7 @@ def kernel_params(spec: PointwiseSpec) -> list[Param]:
 def _body(spec: PointwiseSpec) -> list[str]:
     labels = list(_coords(spec))
     used = _used(spec)
+    compute = compute_dtype(spec)
 
     def ptrs(t: str) -> str:
         return f"{t}_ptr + " + dot_offset([(f"i{label}", f"stride_{t}_{label}") for label in labels])
@@ -66,10 +68,10 @@ def _body(spec: PointwiseSpec) -> list[str]:
              "mask = offs < n_elements",
              "# flat output index -> coordinates (row-major); size-1 dims broadcast through stride 0"]
     lines += unravel("offs", [f"i{label}" for label in labels], [f"size_{label}" for label in labels])
-    lines += [f"in{i} = tl.load({ptrs(f'in{i}')}, mask=mask, other=0.0).to(tl.float32)" for i in used]
-    stmts, result = epilogue.render(spec.expr, {("in", i): f"in{i}" for i in used}, "[BLOCK_SIZE]")
-    lines += [f"# {format_expr(spec.expr)}, in fp32"] + stmts
-    lines.append(f"tl.store({ptrs('out')}, {store_value(result, spec.out.dtype)}, mask=mask)")
+    lines += [f"in{i} = " + load_value(f"tl.load({ptrs(f'in{i}')}, mask=mask, other=0.0)", compute) for i in used]
+    stmts, result = epilogue.render(spec.expr, {("in", i): f"in{i}" for i in used}, "[BLOCK_SIZE]", compute=compute)
+    lines += [f"# {format_expr(spec.expr)}, in {compute}"] + stmts
+    lines.append(f"tl.store({ptrs('out')}, {store_value(result, spec.out.dtype, compute)}, mask=mask)")
     return indent(lines)
 
 

@@ -12,7 +12,8 @@ index (straight-line code for the spec's shape). A row is read in chunks of BLOC
   epilogue (rules/softmax.egg) never needs the normalised rows written.
 BLOCK_COLS is the next power of two of the row length, capped by ``spec.block``; BLOCK_ROWS fills the rest
 of the block. The prologue runs on each loaded element, layer_norm/rms_norm apply the optional weight and
-bias extras (biased variance, like torch), then the epilogue runs on each result element; all in fp32.
+bias extras (biased variance, like torch), then the epilogue runs on each result element; all in the
+compute dtype (fp32; fp64 when the kernel touches float64).
 """
 from __future__ import annotations
 
@@ -20,11 +21,11 @@ import math
 from dataclasses import dataclass, replace
 
 from ...fused import format_expr
-from ..kernels import RowReduceSpec
+from ..kernels import RowReduceSpec, compute_dtype
 from . import epilogue
-from .source import (Kernel, Param, UnsupportedSpec, check_broadcast, check_dtypes, check_power_of_two, dot_offset,
-                     header, indent, launcher, module_text, nbytes, next_power_of_two, pointer, sizes, store_value,
-                     strides, traffic, unravel, warps_for)
+from .source import (TL_DTYPES, Kernel, Param, UnsupportedSpec, check_broadcast, check_dtypes, check_power_of_two,
+                     dot_offset, header, indent, launcher, load_value, module_text, nbytes, next_power_of_two, pointer,
+                     rsqrt, scalar_kind, sizes, store_value, strides, traffic, unravel, warps_for)
 
 NEG_INF, POS_INF = '-float("inf")', 'float("inf")'
 
@@ -40,7 +41,10 @@ class _Reduction:
 
 @dataclass(frozen=True)
 class _Normalization:
-    """A full-row kind: row statistics (in registers, or looped in pass 1) and the value they give."""
+    """A full-row kind: row statistics (in registers, or looped in pass 1) and the value they give.
+
+    Statements write ``{acc}`` for the Triton compute dtype; ``inverse`` = (name, x) ends the statistics
+    with ``name = 1 / sqrt(x)`` (``source.rsqrt``: its form depends on the compute dtype)."""
 
     identity: str  # what masked columns hold
     registers: tuple[str, ...]  # statistics of a row held in registers (as ``p``)
@@ -49,6 +53,23 @@ class _Normalization:
     after: tuple[str, ...]  # looped: after pass 1
     value: str  # the result element from ``p`` and the statistics
     pass1: str  # what pass 1 computes, for the comment
+    inverse: tuple[str, str] | None = None
+
+    def in_registers(self, compute: str) -> list[str]:
+        return self._finished(self.registers, compute)
+
+    def looped(self, compute: str) -> tuple[list[str], list[str], list[str]]:
+        """(init, update, after) statements of pass 1."""
+        return (_typed(self.init, compute), _typed(self.update, compute), self._finished(self.after, compute))
+
+    def _finished(self, lines: tuple[str, ...], compute: str) -> list[str]:
+        inverse = [f"{self.inverse[0]} = {rsqrt(self.inverse[1], compute)}"] if self.inverse else []
+        return _typed(lines, compute) + inverse
+
+
+def _typed(lines: tuple[str, ...], compute: str) -> list[str]:
+    """Template statements with ``{acc}`` replaced by the Triton compute dtype."""
+    return [line.format(acc=TL_DTYPES[compute]) for line in lines]
 
 
 REDUCTIONS = {
@@ -59,8 +80,8 @@ REDUCTIONS = {
 _SOFTMAX = _Normalization(
     identity=NEG_INF,
     registers=("row_max = tl.max(p, axis=1)", "row_sum = tl.sum(tl.exp(p - row_max[:, None]), axis=1)"),
-    init=(f"row_max = tl.full([BLOCK_ROWS], {NEG_INF}, tl.float32)",
-          "row_sum = tl.zeros([BLOCK_ROWS], dtype=tl.float32)"),
+    init=(f"row_max = tl.full([BLOCK_ROWS], {NEG_INF}, {{acc}})",
+          "row_sum = tl.zeros([BLOCK_ROWS], dtype={acc})"),
     update=("new_max = tl.maximum(row_max, tl.max(p, axis=1))",
             "row_sum = row_sum * tl.exp(row_max - new_max) + tl.sum(tl.exp(p - new_max[:, None]), axis=1)",
             "row_max = new_max"),
@@ -74,27 +95,29 @@ NORMALIZATIONS = {
         identity="0.0",
         registers=("mean = tl.sum(p, axis=1) / n_cols",
                    "diff = tl.where(mask, p - mean[:, None], 0.0)",
-                   "inv_std = tl.rsqrt(tl.sum(diff * diff, axis=1) / n_cols + eps)  # biased variance, like torch"),
-        init=("mean = tl.zeros([BLOCK_ROWS], dtype=tl.float32)",
-              "m2 = tl.zeros([BLOCK_ROWS], dtype=tl.float32)  # sum of squared deviations from the mean"),
+                   "var = tl.sum(diff * diff, axis=1) / n_cols  # biased variance, like torch"),
+        init=("mean = tl.zeros([BLOCK_ROWS], dtype={acc})",
+              "m2 = tl.zeros([BLOCK_ROWS], dtype={acc})  # sum of squared deviations from the mean"),
         update=("n_chunk = tl.minimum(n_cols - start, BLOCK_COLS)",
                 "chunk_mean = tl.sum(p, axis=1) / n_chunk",
                 "diff = tl.where(mask, p - chunk_mean[:, None], 0.0)",
                 "delta = chunk_mean - mean",
-                "share = n_chunk / (start + n_chunk)  # this chunk's share of the columns seen so far",
+                "share = n_chunk.to({acc}) / (start + n_chunk)  # this chunk's share of the columns seen so far",
                 "mean += delta * share",
                 "m2 += tl.sum(diff * diff, axis=1) + delta * delta * start * share"),
-        after=("inv_std = tl.rsqrt(m2 / n_cols + eps)  # biased variance, like torch",),
+        after=("var = m2 / n_cols  # biased variance, like torch",),
         value="(p - mean[:, None]) * inv_std[:, None]",
-        pass1="mean and variance, each chunk's statistics merged into the running ones (Chan et al.)"),
+        pass1="mean and variance, each chunk's statistics merged into the running ones (Chan et al.)",
+        inverse=("inv_std", "var + eps")),
     "rms_norm": _Normalization(
         identity="0.0",
-        registers=("inv_rms = tl.rsqrt(tl.sum(p * p, axis=1) / n_cols + eps)",),
-        init=("sum_sq = tl.zeros([BLOCK_ROWS], dtype=tl.float32)",),
+        registers=("mean_sq = tl.sum(p * p, axis=1) / n_cols",),
+        init=("sum_sq = tl.zeros([BLOCK_ROWS], dtype={acc})",),
         update=("sum_sq += tl.sum(p * p, axis=1)",),
-        after=("inv_rms = tl.rsqrt(sum_sq / n_cols + eps)",),
+        after=("mean_sq = sum_sq / n_cols",),
         value="p * inv_rms[:, None]",
-        pass1="the sum of squares"),
+        pass1="the sum of squares",
+        inverse=("inv_rms", "mean_sq + eps")),
 }
 
 
@@ -110,6 +133,7 @@ class _Rows:
     block_cols: int
     prologue_inputs: tuple[int, ...]
     row_inputs: tuple[int, ...]  # weight, bias, then the epilogue's inputs: read per result element
+    compute: str  # the dtype the kernel computes in
 
     @property
     def full_row(self) -> bool:
@@ -181,7 +205,8 @@ def _analyse(spec: RowReduceSpec) -> _Rows:
     block_cols = min(spec.block, next_power_of_two(n_cols))
     block_rows = min(next_power_of_two(n_rows), max(spec.block // block_cols, 1))
     row_inputs = tuple(dict.fromkeys(affine + epilogue_inputs))
-    return _Rows(spec, rows, n_rows, n_cols, block_rows, block_cols, tuple(prologue_inputs), row_inputs)
+    return _Rows(spec, rows, n_rows, n_cols, block_rows, block_cols, tuple(prologue_inputs), row_inputs,
+                 compute_dtype(spec))
 
 
 def _takes_eps(spec: RowReduceSpec) -> bool:
@@ -194,7 +219,7 @@ def kernel_params(spec: RowReduceSpec) -> list[Param]:
     stride_params = []
     for t, operand, _ in r.tensors():
         stride_params += strides(t, operand, r.layout(t, operand))
-    eps = [Param("eps", repr(float(spec.eps)), "fp32", float(spec.eps))] if _takes_eps(spec) else []
+    eps = [Param("eps", repr(float(spec.eps)), scalar_kind(r.compute), float(spec.eps))] if _takes_eps(spec) else []
     blocks = [Param("BLOCK_ROWS", str(r.block_rows), "constexpr", r.block_rows),
               Param("BLOCK_COLS", str(r.block_cols), "constexpr", r.block_cols)]
     return ([pointer(t, o, role) for t, o, role in r.tensors()]
@@ -206,8 +231,10 @@ def kernel_params(spec: RowReduceSpec) -> list[Param]:
 
 def _load_tile(r: _Rows, t: str) -> str:
     if r.row_invariant(t):
-        return f"tl.load({t}_ptr + cols[None, :] * stride_{t}_col, mask=mask_cols[None, :], other=0.0).to(tl.float32)"
-    return f"tl.load({t}_ptr + {t}_row[:, None] + cols[None, :] * stride_{t}_col, mask=mask, other=0.0).to(tl.float32)"
+        return load_value(f"tl.load({t}_ptr + cols[None, :] * stride_{t}_col, mask=mask_cols[None, :], other=0.0)",
+                          r.compute)
+    return load_value(f"tl.load({t}_ptr + {t}_row[:, None] + cols[None, :] * stride_{t}_col, mask=mask, other=0.0)",
+                      r.compute)
 
 
 def _preamble(r: _Rows) -> list[str]:
@@ -228,7 +255,7 @@ def _chunk(r: _Rows, start: str | None, identity: str) -> list[str]:
              f"x = {_load_tile(r, 'x')}"]
     lines += [f"in{i} = {_load_tile(r, f'in{i}')}" for i in r.prologue_inputs]
     leaves = {("x",): "x", **{("in", i): f"in{i}" for i in r.prologue_inputs}}
-    stmts, result = epilogue.render(r.spec.prologue, leaves, "[BLOCK_ROWS, BLOCK_COLS]", prefix="q")
+    stmts, result = epilogue.render(r.spec.prologue, leaves, "[BLOCK_ROWS, BLOCK_COLS]", prefix="q", compute=r.compute)
     return lines + stmts + [f"p = tl.where(mask, {result}, {identity})  # prologue: "
                             f"{format_expr(r.spec.prologue)}"]
 
@@ -237,10 +264,11 @@ def _finish_rows(r: _Rows) -> list[str]:
     """sum/max/min: the epilogue on one value per row, stored under the row mask."""
     s = r.spec
     lines = [f"# epilogue: {format_expr(s.epilogue)}, stored as {s.out.dtype}"]
-    lines += [f"in{i} = tl.load(in{i}_ptr + in{i}_row, mask=mask_rows, other=0.0).to(tl.float32)"
+    lines += [f"in{i} = " + load_value(f"tl.load(in{i}_ptr + in{i}_row, mask=mask_rows, other=0.0)", r.compute)
               for i in r.row_inputs]
-    stmts, result = epilogue.render(s.epilogue, _epilogue_leaves(r), "[BLOCK_ROWS]")
-    return lines + stmts + [f"tl.store(out_ptr + out_row, {store_value(result, s.out.dtype)}, mask=mask_rows)"]
+    stmts, result = epilogue.render(s.epilogue, _epilogue_leaves(r), "[BLOCK_ROWS]", compute=r.compute)
+    stored = store_value(result, s.out.dtype, r.compute)
+    return lines + stmts + [f"tl.store(out_ptr + out_row, {stored}, mask=mask_rows)"]
 
 
 def _finish_tile(r: _Rows) -> list[str]:
@@ -248,10 +276,10 @@ def _finish_tile(r: _Rows) -> list[str]:
     s = r.spec
     lines = [f"in{i} = {_load_tile(r, f'in{i}')}" for i in r.row_inputs if i not in r.prologue_inputs]
     lines += [f"acc = acc {op} in{i}" for op, i in r.affine]
-    stmts, result = epilogue.render(s.epilogue, _epilogue_leaves(r), "[BLOCK_ROWS, BLOCK_COLS]")
+    stmts, result = epilogue.render(s.epilogue, _epilogue_leaves(r), "[BLOCK_ROWS, BLOCK_COLS]", compute=r.compute)
     return lines + [f"# epilogue: {format_expr(s.epilogue)}, stored as {s.out.dtype}"] + stmts + [
         f"tl.store(out_ptr + out_row[:, None] + cols[None, :] * stride_out_col, "
-        f"{store_value(result, s.out.dtype)}, mask=mask)"]
+        f"{store_value(result, s.out.dtype, r.compute)}, mask=mask)"]
 
 
 def _epilogue_leaves(r: _Rows) -> dict:
@@ -265,7 +293,7 @@ def _loop(body: list[str]) -> list[str]:
 def _reduction_body(r: _Rows) -> list[str]:
     k = REDUCTIONS[r.spec.kind]
     return ([f"# x is read once, BLOCK_COLS columns of BLOCK_ROWS rows per step, into an elementwise {r.spec.kind}",
-             f"acc = tl.full([BLOCK_ROWS, BLOCK_COLS], {k.identity}, tl.float32)"]
+             f"acc = tl.full([BLOCK_ROWS, BLOCK_COLS], {k.identity}, {TL_DTYPES[r.compute]})"]
             + _loop(_chunk(r, "start", k.identity) + [f"acc = {k.combine}"])
             + [f"acc = {k.reduce}(acc, axis=1)"] + _finish_rows(r))
 
@@ -274,9 +302,10 @@ def _normalization_body(r: _Rows) -> list[str]:
     k = NORMALIZATIONS[r.spec.kind]
     if not r.looped:
         return (["# the row fits one chunk: x is read once and stays in registers"]
-                + _chunk(r, None, k.identity) + list(k.registers) + [f"acc = {k.value}"] + _finish_tile(r))
-    return (list(k.init) + ["# pass 1 of 2 over the row (x is read twice in all):", f"# {k.pass1}"]
-            + _loop(_chunk(r, "start", k.identity) + list(k.update)) + list(k.after)
+                + _chunk(r, None, k.identity) + k.in_registers(r.compute) + [f"acc = {k.value}"] + _finish_tile(r))
+    init, update, after = k.looped(r.compute)
+    return (init + ["# pass 1 of 2 over the row (x is read twice in all):", f"# {k.pass1}"]
+            + _loop(_chunk(r, "start", k.identity) + update) + after
             + ["# pass 2 of 2: normalize, apply the epilogue, store"]
             + _loop(_chunk(r, "start", k.identity) + [f"acc = {k.value}"] + _finish_tile(r)))
 
@@ -284,14 +313,16 @@ def _normalization_body(r: _Rows) -> list[str]:
 def _moments_body(r: _Rows) -> list[str]:
     k = NORMALIZATIONS["layer_norm"]
     if r.looped:
-        stats = (list(k.init) + ["# one pass over the row:", f"# {k.pass1}"]
-                 + _loop(_chunk(r, "start", k.identity) + list(k.update)) + list(k.after))
+        init, update, after = k.looped(r.compute)
+        stats = (init + ["# one pass over the row:", f"# {k.pass1}"]
+                 + _loop(_chunk(r, "start", k.identity) + update) + after)
     else:
-        stats = ["# the row fits one chunk: x is read once"] + _chunk(r, None, k.identity) + list(k.registers)
+        stats = ["# the row fits one chunk: x is read once"] + _chunk(r, None, k.identity) + k.in_registers(r.compute)
     dtype = r.spec.out.dtype
     return stats + [f"# mean and 1/std of each row, side by side, stored as {dtype}",
-                    f"tl.store(out_ptr + out_row, {store_value('mean', dtype)}, mask=mask_rows)",
-                    f"tl.store(out_ptr + out_row + stride_out_col, {store_value('inv_std', dtype)}, mask=mask_rows)"]
+                    f"tl.store(out_ptr + out_row, {store_value('mean', dtype, r.compute)}, mask=mask_rows)",
+                    f"tl.store(out_ptr + out_row + stride_out_col, {store_value('inv_std', dtype, r.compute)}, "
+                    "mask=mask_rows)"]
 
 
 def kernels(spec: RowReduceSpec, name: str) -> list[Kernel]:

@@ -9,7 +9,9 @@ Conventions of the generated code:
   serves full and broadcast operands alike; only where a whole tile dim broadcasts (a GEMM bias, a norm
   weight) do the templates load one row or column instead, which saves registers and address math;
 - dims of size 1 in the output are dropped from the index math (their coordinate is always 0);
-- sizes and strides are runtime arguments; tile sizes are ``BLOCK_*`` constexprs.
+- sizes and strides are runtime arguments; tile sizes are ``BLOCK_*`` constexprs;
+- arithmetic runs in the kernel's compute dtype (``kernels.compute_dtype``): fp64 where the kernel touches
+  fp64, else fp32; values are converted to it when loaded and to the stored dtype when stored.
 """
 from __future__ import annotations
 
@@ -19,10 +21,10 @@ from dataclasses import dataclass
 from ...ops import dtype_size
 from ..kernels import Operand
 
-TL_DTYPES = {"float32": "tl.float32", "float16": "tl.float16", "bfloat16": "tl.bfloat16", "int64": "tl.int64",
-             "int32": "tl.int32", "bool": "tl.int1"}
-SIGNATURE_DTYPES = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16", "int64": "i64", "int32": "i32",
-                    "bool": "i1"}
+TL_DTYPES = {"float64": "tl.float64", "float32": "tl.float32", "float16": "tl.float16", "bfloat16": "tl.bfloat16",
+             "int64": "tl.int64", "int32": "tl.int32", "bool": "tl.int1"}
+SIGNATURE_DTYPES = {"float64": "fp64", "float32": "fp32", "float16": "fp16", "bfloat16": "bf16", "int64": "i64",
+                    "int32": "i32", "bool": "i1"}
 RULE = "# " + "-" * 100
 PRECISIONS = ("ieee", "tf32", "tf32x3")  # tl.dot input precisions for fp32 operands
 
@@ -37,7 +39,7 @@ class Param:
 
     name: str
     host: str  # the launcher's argument expression
-    kind: str  # "*fp16" (pointer), "i32", "fp32" or "constexpr"
+    kind: str  # "*fp16" (pointer), "i32", "fp32", "fp64" or "constexpr"
     value: object = None  # constexprs: the value; scalars: what a launch on contiguous tensors passes
     note: str = ""
 
@@ -60,8 +62,7 @@ class Kernel:
     def source(self) -> list[str]:
         lines = ["@triton.jit", f"def {self.name}("]
         for p in self.params:
-            decl = f"{p.name}: tl.constexpr," if p.is_constexpr else f"{p.name},"
-            lines.append(_with_note(f"    {decl}", p.note))
+            lines.append(_with_note(f"    {p.name}{_annotation(p)},", p.note))
         lines.append("):")
         if self.doc:
             lines.append(f'    """{self.doc}"""')
@@ -77,6 +78,12 @@ class Kernel:
         return lines + ["    )"]
 
 
+def _annotation(p: Param) -> str:
+    """A parameter's type annotation: constexprs, and fp64 scalars (Triton passes a Python float as fp32
+    unless the parameter is annotated)."""
+    return {"constexpr": ": tl.constexpr", "fp64": ": tl.float64"}.get(p.kind, "")
+
+
 def _with_note(code: str, note: str) -> str:
     return f"{code:<40}# {note}" if note else code
 
@@ -90,7 +97,7 @@ def check_power_of_two(**blocks: int) -> None:
 def check_dtypes(*operands: Operand) -> None:
     for o in operands:
         if o.dtype not in TL_DTYPES:
-            raise UnsupportedSpec(f"dtype {o.dtype} is not supported by the Triton templates (math is fp32)")
+            raise UnsupportedSpec(f"dtype {o.dtype} is not supported by the Triton templates")
 
 
 def check_broadcast(operand: Operand, shape: tuple[int, ...], what: str) -> None:
@@ -169,9 +176,25 @@ def traffic(reads: list[tuple[str, int]], writes: list[tuple[str, int]], flops: 
     return lines
 
 
-def store_value(expr: str, dtype: str) -> str:
-    """``expr`` (fp32) as the stored dtype; fp32 needs no cast."""
-    return expr if dtype == "float32" else f"{expr}.to({TL_DTYPES[dtype]})"
+def store_value(expr: str, dtype: str, compute: str) -> str:
+    """``expr`` (in the ``compute`` dtype) as the stored dtype."""
+    return expr if dtype == compute else f"{expr}.to({TL_DTYPES[dtype]})"
+
+
+def load_value(load: str, compute: str) -> str:
+    """A ``tl.load`` expression converted to the ``compute`` dtype."""
+    return f"{load}.to({TL_DTYPES[compute]})"
+
+
+def scalar_kind(compute: str) -> str:
+    """The signature type of a float scalar parameter (eps, scale): fp64 kernels take it unrounded."""
+    return SIGNATURE_DTYPES[compute]
+
+
+def rsqrt(x: str, compute: str) -> str:
+    """1 / sqrt(x): fp64 divides by the correctly rounded square root, because ``tl.rsqrt`` lowers to
+    ``rsqrt.approx.f64`` on NVIDIA GPUs (the interpreter's rsqrt is exact and would not show it)."""
+    return f"(1.0 / tl.sqrt({x}))" if compute == "float64" else f"tl.rsqrt({x})"
 
 
 def nbytes(operand: Operand) -> int:
@@ -206,7 +229,8 @@ def module_text(head: list[str], kernels: list[Kernel], launch: list[str]) -> st
 
 def dot_constexprs(dtype: str, input_precision: str, operand: str) -> list[Param]:
     """The constexprs of a kernel built on tl.dot: fp32 dots take a precision (ieee, tf32, tf32x3), and bf16
-    tiles are upcast when ``operand`` lives on the CPU (the interpreter's bf16 dot is wrong)."""
+    tiles are upcast when ``operand`` lives on the CPU (the interpreter's bf16 dot is wrong). fp64 dots take
+    none: they are fp64 FMAs (DMMA on sm_80 and later)."""
     if dtype == "float32":
         if input_precision not in PRECISIONS:
             raise UnsupportedSpec(f"input_precision must be one of {PRECISIONS}, got {input_precision!r}")
