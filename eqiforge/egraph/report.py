@@ -1,5 +1,7 @@
 """What a saturation did: per step (one rule set run once), the e-graph size, matches per rule and time.
 
+A step records the matches it applied and, apart, the rules it skipped for finding more matches than its
+cap (a capped step counts every match in the e-graph, a plain one only those that are new).
 Plain data (no egglog), so it crosses process boundaries and feeds the growth plots and ablations.
 """
 from __future__ import annotations
@@ -13,9 +15,11 @@ class StepStats:
     ruleset: str
     enodes: int
     eclasses: int
-    matches: dict[str, int]
+    matches: dict[str, int]  # applied matches per rule
     seconds: float
-    banned: bool = False  # skipped by back-off this iteration
+    banned: bool = False  # matched too much: the rule set is banned for a few iterations (back-off)
+    match_cap: int = 0  # capped step: the most matches one rule could apply, the e-nodes left; 0 = not capped
+    skipped: dict[str, int] = field(default_factory=dict)  # rules that found more than match_cap: applied none
 
 
 @dataclass

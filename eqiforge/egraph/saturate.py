@@ -1,13 +1,24 @@
 """The saturation driver: run rule sets under limits, record what happened, return a snapshot.
 
 One *step* runs one rule set once and then re-derives shapes (the ``analysis`` rule set to saturation), so
-guards always see shapes of new nodes. One *iteration* runs every selected rule set once, in order. Limits
-(iterations, e-nodes, seconds) are checked between steps, and a step predicted to overrun the time limit
-is not started; rule sets that match too much are banned for a few iterations (back-off, doubling each
-time). egglog cannot be interrupted inside a step, so the whole run
-happens in a forked child: if it passes the hard wall-clock limit or dies (Rust panic, out of memory), the
-parent kills it and replays, in its own process, the steps that had completed (deterministic, and known
-to finish in time), and extraction goes on with that e-graph. Hitting a limit is normal; the report says which one.
+guards always see shapes of new nodes. One *iteration* runs every selected rule set once, in order.
+
+Limits hold at three levels:
+
+- Between steps, no step starts at or past the e-node, time or iteration limit, nor one predicted to overrun
+  the time limit; rule sets that match too much are banned for a few iterations (back-off, doubling).
+- Inside a step, egglog cannot be interrupted, and egglog 13.2 checks ``:until`` only between iterations, so
+  it cannot bound one. Its back-off scheduler can: it drops the matches of a rule that finds more than a cap.
+  A step that may find more matches than there are e-nodes left runs with that cap, so a rule that would
+  blow past the limit (``add-interchange``: 279k matches at 16k e-nodes, giving 291k) is skipped instead.
+  A capped step matches the whole e-graph, not only what is new (about 4x slower on a fusion-heavy run), so
+  a rule set runs capped only from its first step predicted to need it.
+- The whole run happens in a forked child: if it passes the hard wall-clock limit or dies (Rust panic, out
+  of memory), the parent kills it and replays, in its own process and under the same limits, the steps that
+  had completed (deterministic, so a prefix of the child's run that stops before the step that ran away),
+  and extraction goes on with that e-graph.
+
+Hitting a limit is normal; the report says which one.
 """
 from __future__ import annotations
 
@@ -27,13 +38,15 @@ from .report import SaturationReport, StepStats
 
 @dataclass(frozen=True)
 class Limits:
-    """When to stop. ``seconds`` is checked between steps; ``hard_seconds`` kills a runaway step."""
+    """When to stop. ``enodes`` is checked between steps and caps each rule's matches inside a step;
+    ``seconds`` is checked between steps; ``hard_seconds`` kills a runaway step, after which the steps completed
+    before it are replayed within the same limits (so that path takes up to ``hard_seconds + seconds``)."""
 
     iterations: int = 10
     enodes: int = 50_000
     seconds: float = 8.0
     hard_seconds: float | None = None  # default: 2 * seconds + 10
-    match_limit: int = 20_000  # back-off: a rule set matching more than this in one step is banned
+    match_limit: int = 20_000  # back-off: a rule set applying more matches than this in one step is banned
     ban_iterations: int = 2
 
     def __post_init__(self):
@@ -52,6 +65,18 @@ def _run(name: str):
     return eb.RunSchedule(eb.Run(encode.SPAN, eb.RunConfig(name, None)))
 
 
+def _capped_run(name: str, cap: int):
+    """One iteration of rule set ``name`` under egglog's back-off scheduler with match limit ``cap``: a rule
+    finding more matches than that applies none of them in this step. The scheduler lives for this command
+    only, so it matches against the whole e-graph (a plain run matches only what is new since its last run)."""
+    span = encode.SPAN
+    back_off = eb.Call(span, "back-off", [eb.Var(span, ":match-limit"), eb.Lit(span, eb.Int(cap))])
+    return eb.UserDefined(span, "run-schedule", [
+        eb.Call(span, "let-scheduler", [eb.Var(span, "capped"), back_off]),
+        eb.Call(span, "run-with", [eb.Var(span, "capped"), eb.Var(span, name)]),
+    ])
+
+
 def _saturate(name: str):
     return eb.RunSchedule(eb.Saturate(encode.SPAN, eb.Run(encode.SPAN, eb.RunConfig(name, None))))
 
@@ -61,6 +86,23 @@ def _size(egraph) -> tuple[int, int]:
     (out,) = egraph.run_program(eb.PrintSize(encode.SPAN, None))
     sizes = dict(out.sizes)
     return sum(n for f, n in sizes.items() if f in ops.OPS), sizes.get("shape", 0)
+
+
+def _matches(report) -> tuple[dict[str, int], dict[str, int]]:
+    """(applied, skipped) matches per rule of one step: the report's per-rule totals count applied matches
+    only; its per-iteration rule reports also hold what a capped step's scheduler found and dropped."""
+    applied = {r: n for r, n in sorted(report.num_matches_per_rule.items()) if n}
+    found: dict[str, int] = {}
+    for it in report.iterations:
+        for rule, reports in it.rule_set_report.rule_reports.items():
+            found[rule] = max(found.get(rule, 0), sum(r.num_matches for r in reports))
+    return applied, {r: n for r, n in sorted(found.items()) if n and r not in applied}
+
+
+def _changed(report) -> bool:
+    """Whether a step changed the e-graph. Not ``report.updated``: a capped step that skipped a rule reports
+    that as updated even when nothing changed."""
+    return any(it.rule_set_report.changed for it in report.iterations)
 
 
 def _execute(egraph, commands, what: str):
@@ -81,15 +123,27 @@ def predicted_seconds(last: tuple[float, int] | None, enodes: int) -> float:
     """How long a rule set's next step will take: its last step's time, scaled by the square of the e-graph's
     growth since (matching joins grow faster than the e-graph; measured on a BERT encoder's fusion steps:
     0.65, 4.0, 12.3 s at 12k, 23k, 35k e-nodes). 0 for a rule set that has not run."""
+    return _scaled(last, enodes)
+
+
+def predicted_matches(last: tuple[int, int] | None, enodes: int) -> float:
+    """How many matches a rule set's next step will find: its last step's (applied and skipped), scaled as
+    time is (``add-interchange``: 8.1k matches at 1.3k e-nodes predict 1.2M at 16k; it found 279k)."""
+    return _scaled(last, enodes)
+
+
+def _scaled(last: tuple[float, int] | None, enodes: int) -> float:
+    """``last = (amount, e-nodes then)`` scaled by the square of the e-graph's growth since; 0 without one."""
     if last is None or last[1] <= 0:
         return 0.0
-    seconds, before = last
-    return seconds * (enodes / before) ** 2
+    amount, before = last
+    return amount * (enodes / before) ** 2
 
 
 def run(graph: Graph, names: list[str] | None, limits: Limits, *, max_steps: int | None = None,
         on_step: Callable[[StepStats], None] | None = None, assume_finite: bool = True):
-    """Saturate in this process; return (egglog EGraph, SaturationReport). Used directly by tests.
+    """Saturate in this process; return (egglog EGraph, SaturationReport). Used directly by tests and by the
+    replay after a killed child (``max_steps``: stop after that many steps).
     ``assume_finite=False`` leaves out the rules that hold for finite values only (see rulesets)."""
     sets = rulesets.select(names, assume_finite=assume_finite)
     start = time.perf_counter()
@@ -100,58 +154,100 @@ def run(graph: Graph, names: list[str] | None, limits: Limits, *, max_steps: int
     _execute(egraph, encode.encode(graph) + [_saturate(rulesets.ANALYSIS)], "adding the program")
     report = SaturationReport(limits=asdict(limits))
     report.initial_enodes, report.initial_eclasses = _size(egraph)
-    banned_until: dict[str, int] = {}
-    times_banned: dict[str, int] = {}
-    last_step: dict[str, tuple[float, int]] = {}  # rule set -> (seconds, e-nodes before) of its last step
-    enodes = report.initial_enodes
-    steps = 0
-    report.stop_reason = "saturated"
-    for iteration in range(1, limits.iterations + 1):
-        changed = False
-        for rs in sets:
-            if max_steps is not None and steps >= max_steps:
-                report.stop_reason = f"replayed {steps} completed steps"
-                break
-            if banned_until.get(rs.name, 0) >= iteration:
-                changed = True  # a banned rule set may still have work to do
-                continue
-            predicted = predicted_seconds(last_step.get(rs.name), enodes)
-            if time.perf_counter() - start + predicted > limits.seconds:
-                report.stop_reason = (f"time limit ({limits.seconds:g} s): the next {rs.name} step was predicted to "
-                                      f"take {predicted:.1f} s")
-                break
-            last_step[rs.name] = (0.0, enodes)
-            t0 = time.perf_counter()
-            (out,) = _execute(egraph, [_run(rs.name)], f"running rule set {rs.name}")
-            _execute(egraph, [_saturate(rulesets.ANALYSIS)], f"deriving shapes after {rs.name}")
-            enodes, eclasses = _size(egraph)
-            matches = {r: n for r, n in out.report.num_matches_per_rule.items() if n}
-            stats = StepStats(iteration, rs.name, enodes, eclasses, matches, time.perf_counter() - t0)
-            last_step[rs.name] = (stats.seconds, last_step[rs.name][1])
-            changed |= out.report.updated
-            if sum(matches.values()) > limits.match_limit << times_banned.get(rs.name, 0):
-                times_banned[rs.name] = times_banned.get(rs.name, 0) + 1
-                banned_until[rs.name] = iteration + (limits.ban_iterations << (times_banned[rs.name] - 1))
-                stats = replace(stats, banned=True)
-            report.steps.append(stats)
-            steps += 1
-            if on_step:
-                on_step(stats)
-            if enodes >= limits.enodes:
-                report.stop_reason = f"e-node limit ({limits.enodes})"
-                break
-            if time.perf_counter() - start >= limits.seconds:
-                report.stop_reason = f"time limit ({limits.seconds:g} s)"
-                break
-        else:
-            if not changed:
-                break
-            if iteration == limits.iterations:
-                report.stop_reason = f"iteration limit ({limits.iterations})"
-            continue
-        break
+    driver = _Driver(egraph, limits, report, start, max_steps, on_step)
+    report.stop_reason = driver.iterate([rs.name for rs in sets])
     report.seconds = time.perf_counter() - start
     return egraph, report
+
+
+class _Driver:
+    """One saturation between its steps: the e-graph's size, the clock, back-off bans, each set's last step."""
+
+    def __init__(self, egraph, limits: Limits, report: SaturationReport, start: float, max_steps: int | None,
+                 on_step: Callable[[StepStats], None] | None):
+        self.egraph, self.limits, self.report, self.start = egraph, limits, report, start
+        self.max_steps, self.on_step = max_steps, on_step
+        self.enodes = report.initial_enodes
+        self.banned_until: dict[str, int] = {}
+        self.times_banned: dict[str, int] = {}
+        self.last_step: dict[str, tuple[float, int]] = {}  # rule set -> (seconds, e-nodes before) of its last step
+        self.last_found: dict[str, tuple[int, int]] = {}  # rule set -> (matches found, e-nodes before) likewise
+        self.capped: set[str] = set()  # rule sets whose steps run capped, from the first predicted to need it
+
+    def iterate(self, names: list[str]) -> str:
+        """Run iterations of the rule sets ``names`` until a limit holds or nothing changes; the stop reason."""
+        for iteration in range(1, self.limits.iterations + 1):
+            changed, first = False, len(self.report.steps)
+            for name in names:
+                if self.banned_until.get(name, 0) >= iteration:
+                    changed = True  # a banned rule set may still have work to do
+                    continue
+                why = self.why_not_start(name)
+                if why:
+                    return why
+                changed |= self.step(iteration, name)
+            if not changed:
+                return _unchanged_reason(self.report.steps[first:], self.limits.enodes)
+        return self.why_not_start(None) or f"iteration limit ({self.limits.iterations})"
+
+    def why_not_start(self, name: str | None) -> str:
+        """Why the next step (of rule set ``name``; None: any step) must not start, "" when it may."""
+        if self.max_steps is not None and len(self.report.steps) >= self.max_steps:
+            return f"replayed {len(self.report.steps)} completed steps"
+        if self.enodes >= self.limits.enodes:
+            return f"e-node limit ({self.limits.enodes})"
+        elapsed = time.perf_counter() - self.start
+        if elapsed >= self.limits.seconds:
+            return f"time limit ({self.limits.seconds:g} s)"
+        predicted = predicted_seconds(self.last_step.get(name), self.enodes) if name else 0.0
+        if elapsed + predicted > self.limits.seconds:
+            return (f"time limit ({self.limits.seconds:g} s): the next {name} step was predicted to take "
+                    f"{predicted:.1f} s")
+        return ""
+
+    def match_cap(self, name: str) -> int:
+        """The most matches one rule may apply in the next step of ``name``, 0 for no cap. The cap is the
+        e-nodes left. A set runs capped from its first step that may find more matches than that (predicted
+        from its last step; always once the e-graph holds half the limit, as other sets' growth makes the
+        prediction unsure), and stays capped: a plain run after a capped one would find what the cap skipped."""
+        left = self.limits.enodes - self.enodes
+        if self.enodes >= left or predicted_matches(self.last_found.get(name), self.enodes) >= left:
+            self.capped.add(name)
+        return left if name in self.capped else 0
+
+    def step(self, iteration: int, name: str) -> bool:
+        """Run rule set ``name`` once (capped when needed), then derive shapes; record it; whether it changed."""
+        cap, before = self.match_cap(name), self.enodes
+        t0 = time.perf_counter()
+        command = _capped_run(name, cap) if cap else _run(name)
+        (out,) = _execute(self.egraph, [command], f"running rule set {name}")
+        _execute(self.egraph, [_saturate(rulesets.ANALYSIS)], f"deriving shapes after {name}")
+        self.enodes, eclasses = _size(self.egraph)
+        applied, skipped = _matches(out.report)
+        stats = StepStats(iteration, name, self.enodes, eclasses, applied, time.perf_counter() - t0,
+                          match_cap=cap, skipped=skipped)
+        self.last_step[name] = (stats.seconds, before)
+        self.last_found[name] = (sum(applied.values()) + sum(skipped.values()), before)
+        if sum(applied.values()) > self.limits.match_limit << self.times_banned.get(name, 0):
+            self.times_banned[name] = self.times_banned.get(name, 0) + 1
+            self.banned_until[name] = iteration + (self.limits.ban_iterations << (self.times_banned[name] - 1))
+            stats = replace(stats, banned=True)
+        self.report.steps.append(stats)
+        if self.on_step:
+            self.on_step(stats)
+        return _changed(out.report)
+
+
+def _unchanged_reason(steps: list[StepStats], enodes: int) -> str:
+    """Why an iteration that changed nothing ends the run: saturation, unless it skipped rules for finding
+    more matches than e-nodes were left (then the e-node limit stopped it; the biggest are named)."""
+    skipped = sorted(((n, rule, s.match_cap) for s in steps for rule, n in s.skipped.items()),
+                     key=lambda t: (-t[0], t[1]))
+    if not skipped:
+        return "saturated"
+    named = ", ".join(f"{rule} ({n} matches > {cap} e-nodes left)" for n, rule, cap in skipped[:3])
+    more = f" and {len(skipped) - 3} more" if len(skipped) > 3 else ""
+    return f"e-node limit ({enodes}): skipped {named}{more}; nothing else changed"
 
 
 def _child(graph, names, limits, max_steps, assume_finite, conn):
@@ -208,11 +304,19 @@ def saturate(graph: Graph, names: list[str] | None, limits: Limits, *,
         proc.kill()
         proc.join()
         recv.close()
-    # the completed steps ran within the limit before, so replay them here (a second child could die the
-    # same way, e.g. a fork that inherited a lock held by another thread)
-    egraph, report = run(graph, names, replace(limits, seconds=1e9), max_steps=done_steps,
-                         assume_finite=assume_finite)
+    return _replay(graph, names, limits, done_steps, why, assume_finite, start)
+
+
+def _replay(graph, names, limits: Limits, done_steps: int, why: str, assume_finite: bool, start: float):
+    """After a killed child: replay here the steps it completed, under the same limits (a second child could
+    die the same way, e.g. a fork that inherited a lock held by another thread). The run is deterministic, so
+    this is a prefix of the child's: it stops before the step that ran away, or earlier at a limit."""
+    egraph, report = run(graph, names, limits, max_steps=done_steps, assume_finite=assume_finite)
     snap = snapshot.from_egraph(egraph, len(graph.outputs), graph.live_nodes())
-    report.stop_reason = f"{why}; continued with the {done_steps} steps completed before"
+    if len(report.steps) == done_steps:
+        report.stop_reason = f"{why}; continued with the {done_steps} steps completed before"
+    else:
+        report.stop_reason = (f"{why}; replayed {len(report.steps)} of the {done_steps} steps completed before, "
+                              f"then stopped at the {report.stop_reason}")
     report.seconds = time.perf_counter() - start
     return snap, report
