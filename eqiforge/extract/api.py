@@ -1,7 +1,9 @@
 """``extract``: choose one e-node per needed e-class of a Snapshot, minimising DAG cost.
 
 The greedy extractor always runs: it is the answer for ``method="greedy"`` and the safety net for
-``method="ilp"``, whose result is used only when the solver returns one in time that is no worse.
+``method="ilp"``, whose result is used only when the solver returns one in time that is no worse. Both are
+bounded: greedy's set work by a fixed count (see greedy), the ILP by the time limit, which counts greedy and
+building the model too. The method string says when a limit cut an answer short.
 """
 from __future__ import annotations
 
@@ -25,8 +27,8 @@ def extract(snap: Snapshot, node_cost: Costs, roots: Sequence[int] | None = None
     """Pick the e-nodes that compute ``roots`` (default ``snap.roots``) at the least DAG cost.
 
     ``node_cost`` gives seconds per e-node (math.inf = never choose it). ``method`` is "greedy" (fast),
-    "ilp" (exact within ``time_limit`` seconds of solver time, else the greedy result) or "auto" (ilp for
-    e-graphs up to AUTO_ILP_MAX_NODES e-nodes, greedy beyond).
+    "ilp" (exact if the solver proves it within ``time_limit`` seconds of extraction, else the better of its
+    best and the greedy result) or "auto" (ilp for e-graphs up to AUTO_ILP_MAX_NODES e-nodes, greedy beyond).
     """
     started = time.perf_counter()
     roots = list(snap.roots if roots is None else roots)
@@ -35,16 +37,17 @@ def extract(snap: Snapshot, node_cost: Costs, roots: Sequence[int] | None = None
     unsolvable = [r for r in roots if not solvable[r]]
     if unsolvable:
         raise EqiforgeError(f"root e-classes {unsolvable} have no acyclic term of finite cost to extract")
-    fast = greedy_choice(snap, node_cost)
+    fast, tree_priced = greedy_choice(snap, node_cost)
+    cut = f" (work limit: {tree_priced} of {snap.num_nodes} e-nodes priced by tree cost)" if tree_priced else ""
     if method == "auto":
         method = "ilp" if snap.num_nodes <= AUTO_ILP_MAX_NODES else "greedy"
     if method == "greedy":
-        return select(snap, node_cost, fast, roots, "greedy", started)
-    exact, quality = ilp_choice(snap, node_cost, roots, solvable, time_limit)
+        return select(snap, node_cost, fast, roots, f"greedy{cut}", started)
+    exact, quality = ilp_choice(snap, node_cost, roots, solvable, time_limit, deadline=started + time_limit)
     fallback = _why_not_ilp(snap, node_cost, roots, exact, quality, fast)
     if fallback:
-        return select(snap, node_cost, fast, roots, f"ilp->greedy fallback: {fallback}", started)
-    return select(snap, node_cost, exact, roots, "ilp", started)
+        return select(snap, node_cost, fast, roots, f"ilp->greedy fallback{cut}: {fallback}", started)
+    return select(snap, node_cost, exact, roots, "ilp" if quality == "optimal" else f"ilp ({quality})", started)
 
 
 def _why_not_ilp(snap: Snapshot, node_cost: Costs, roots: list[int], exact: dict[int, int] | None, quality: str,

@@ -26,7 +26,8 @@ class Selection:
 
     choice: dict[int, int]  # e-class -> chosen e-node, only for classes reachable from the roots
     cost: float  # DAG cost of the choice, seconds
-    method: str  # "greedy", "ilp" or "ilp->greedy fallback: <reason>"
+    method: str  # "greedy", "ilp" or "ilp->greedy fallback: <reason>", plus the limit that cut it short if one
+    # did: "ilp (time limit: not proven optimal)", "greedy (work limit: <n> of <m> e-nodes priced by tree cost)"
     seconds: float  # wall time the extraction took
 
 

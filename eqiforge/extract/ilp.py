@@ -13,6 +13,7 @@ anything the roots cannot reach.
 """
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 
 import networkx as nx
@@ -24,22 +25,36 @@ from ..egraph.snapshot import Snapshot
 from .dag import Costs, child_classes, usable_nodes
 
 
+#: the solver's time when the deadline has passed already: it then stops at once, with or without a solution
+_NO_TIME = 1e-6
+
+
 def ilp_choice(snap: Snapshot, node_cost: Costs, roots: Sequence[int], solvable: list[bool],
-               time_limit: float) -> tuple[dict[int, int] | None, str]:
-    """Solve the extraction ILP: (choice, how good it is) or (None, why there is no solution)."""
+               time_limit: float, deadline: float | None = None) -> tuple[dict[int, int] | None, str]:
+    """Solve the extraction ILP: (choice, how good it is: "optimal" or why not) or (None, why there is no
+    solution). The solver stops at ``deadline`` (a ``time.perf_counter()`` value; default: ``time_limit``
+    from now), so building the model counts against the time limit too."""
+    deadline = time.perf_counter() + time_limit if deadline is None else deadline
     model = _Model(snap, node_cost, roots, solvable)
     if not model.nodes:
         return {}, "optimal"  # no roots: nothing to choose
+    left = max(deadline - time.perf_counter(), _NO_TIME)
     try:
         result = milp(model.objective, integrality=model.integrality, bounds=model.bounds,
-                      constraints=model.constraints, options={"time_limit": time_limit, "disp": False})
+                      constraints=model.constraints, options={"time_limit": left, "disp": False})
     except Exception as err:  # noqa: BLE001 - any solver failure means: use the greedy result
         return None, f"scipy.optimize.milp failed: {err}"
     said = result.message.partition(" (")[0].rstrip(".")  # HiGHS's words, without its status dump
     if result.x is None:
         return None, f"no solution within {time_limit:g} s ({said})"
-    quality = "optimal" if result.status == 0 else f"not proven optimal: {said}"
-    return {snap.node_class[n]: n for n, x in zip(model.nodes, result.x) if x > 0.5}, quality
+    choice = {snap.node_class[n]: n for n, x in zip(model.nodes, result.x) if x > 0.5}
+    return choice, "optimal" if result.status == 0 else _not_proven(said)
+
+
+def _not_proven(said: str) -> str:
+    """How good a solution HiGHS stopped with is, in the words the report prints."""
+    limit = "time limit" if "time limit" in said.lower() else said
+    return f"{limit}: not proven optimal"
 
 
 def candidate_nodes(snap: Snapshot, node_cost: Costs, roots: Sequence[int], solvable: list[bool]) -> list[int]:
