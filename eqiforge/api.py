@@ -32,7 +32,8 @@ class Options:
     backend: str = "torch"
     limits: sat.Limits = field(default_factory=sat.Limits)
     extractor: str = "auto"  # auto | greedy | ilp (auto: ilp on e-graphs up to 20k e-nodes)
-    extract_seconds: float = 3.0  # the ILP's time limit; past it the better of its best and greedy's is used
+    extract_seconds: float = 3.0  # extraction's time limit (greedy, then the ILP in what is left); past it the
+    #                               better of the ILP's best and greedy's is used
     cost_model: str = "roofline"
     device: str | None = None  # device table entry the cost model prices for
     fold_constants: bool = True  # inference: parameter-only sub-expressions are computed once
