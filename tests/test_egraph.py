@@ -61,12 +61,15 @@ def test_unsound_shape_is_a_loud_error(rules_dir):
 
 
 def test_stop_reasons():
+    from eqiforge.egraph.report import Stop
     _, report = sat.saturate(chain(3), ["matmul"], sat.Limits())
-    assert report.stop_reason == "saturated"
+    assert report.stop_reason == "saturated" and report.stop_reason.kind is Stop.SATURATED
     _, report = sat.saturate(chain(8), ["matmul"], sat.Limits(iterations=2))
     assert report.stop_reason == "iteration limit (2)" and report.iterations == 2
+    assert report.stop_reason.kind is Stop.ITERATIONS
     _, report = sat.saturate(chain(10), ["matmul"], sat.Limits(enodes=100))
     assert report.stop_reason == "e-node limit (100)" and report.enodes >= 100
+    assert report.stop_reason.kind is Stop.ENODES
 
 
 def test_report_counts_steps_and_matches():
@@ -86,7 +89,7 @@ def test_hard_time_limit_kills_a_runaway_step_and_keeps_what_completed(rules_dir
     xs = [g.input(f"x{i}", (2,), "float32") for i in range(120)]
     g.outputs = [g.add("Neg", (x,)) for x in xs]
     snap, report = sat.saturate(g, ["explode"], sat.Limits(seconds=0.5, hard_seconds=1.0))
-    assert report.stop_reason.startswith("hard time limit")
+    assert report.stop_reason.startswith("hard time limit") and report.stop_reason.kind.name == "KILLED"
     assert snap.num_nodes == 240 and len(snap.roots) == 120
 
 

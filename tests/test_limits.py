@@ -8,11 +8,14 @@ import torch
 
 import eqiforge
 from eqiforge.egraph import saturate as sat
+from eqiforge.egraph.report import Stop, StopReason
 from eqiforge.extract import extract, greedy, ilp
 from eqiforge.extract.dag import check_choice
 from eqiforge.ir import Graph
 from test_egraph import chain, rules_dir  # noqa: F401 - rules_dir is a fixture
 from test_extract import make_snapshot, random_snapshot
+
+WHY = StopReason(Stop.KILLED, "why")
 
 #: the acceptance limits, smaller than the defaults (50k e-nodes, 8 s, extraction 3 s) to keep tests fast
 LIMITS = eqiforge.Limits(enodes=5_000, seconds=2.0)
@@ -73,6 +76,7 @@ def test_a_rule_that_would_blow_past_the_limit_is_skipped_inside_its_step():
     assert capped and capped[0].skipped["add-interchange"] > capped[0].match_cap > 0
     assert report.enodes < limits.enodes
     assert report.stop_reason.startswith("e-node limit (50000): skipped add-interchange (")
+    assert report.stop_reason.kind.name == "ENODES"
 
 
 def test_capped_saturation_is_deterministic():
@@ -92,7 +96,7 @@ def test_no_step_starts_at_the_e_node_limit():
 def test_replay_stops_before_the_step_that_ran_away():
     _, full = sat.run(chain(8), ["matmul", "scalar"], sat.Limits())
     assert len(full.steps) > 3
-    _, report = sat._replay(chain(8), ["matmul", "scalar"], sat.Limits(), 3, "why", True, time.perf_counter())
+    _, report = sat._replay(chain(8), ["matmul", "scalar"], sat.Limits(), 3, WHY, True, time.perf_counter())
     assert [(s.ruleset, s.enodes) for s in report.steps] == [(s.ruleset, s.enodes) for s in full.steps[:3]]
     assert report.stop_reason == "why; continued with the 3 steps completed before"
 
@@ -100,7 +104,7 @@ def test_replay_stops_before_the_step_that_ran_away():
 def test_replay_obeys_the_e_node_limit():
     _, full = sat.run(chain(8), ["matmul"], sat.Limits())
     limit = full.steps[1].enodes  # reached after the second step
-    _, report = sat._replay(chain(8), ["matmul"], sat.Limits(enodes=limit), len(full.steps), "why", True,
+    _, report = sat._replay(chain(8), ["matmul"], sat.Limits(enodes=limit), len(full.steps), WHY, True,
                             time.perf_counter())
     assert len(report.steps) == 2
     assert report.stop_reason == (f"why; replayed 2 of the {len(full.steps)} steps completed before, then stopped "
@@ -109,7 +113,7 @@ def test_replay_obeys_the_e_node_limit():
 
 def test_replay_obeys_the_time_limit(monkeypatch):
     monkeypatch.setattr(sat, "predicted_seconds", lambda last, enodes: 0.0 if last is None else 100.0)
-    _, report = sat._replay(chain(8), ["matmul"], sat.Limits(seconds=50), 5, "why", True, time.perf_counter())
+    _, report = sat._replay(chain(8), ["matmul"], sat.Limits(seconds=50), 5, WHY, True, time.perf_counter())
     assert len(report.steps) == 1 and "then stopped at the time limit (50 s)" in report.stop_reason
 
 

@@ -6,7 +6,36 @@ Plain data (no egglog), so it crosses process boundaries and feeds the growth pl
 """
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass, field
+
+
+class Stop(enum.Enum):
+    """What ended a saturation."""
+
+    NOT_RUN = "not run"
+    SATURATED = "saturated"  # an iteration changed nothing
+    ITERATIONS = "iteration limit"
+    ENODES = "e-node limit"
+    SECONDS = "time limit"
+    STEPS = "step count"  # a replay stopped after the steps a killed run had completed
+    KILLED = "hard time limit"  # a step ran away; the completed steps were replayed
+    DIED = "egglog died"  # the saturating process died (panic, memory); the completed steps were replayed
+
+
+class StopReason(str):
+    """Why a saturation stopped: ``kind`` (a Stop) and, as the string itself, the detail people read
+    ("e-node limit (50000): skipped add-interchange (...)")."""
+
+    kind: Stop
+
+    def __new__(cls, kind: Stop, detail: str | None = None):
+        reason = super().__new__(cls, detail if detail is not None else kind.value)
+        reason.kind = kind
+        return reason
+
+    def __getnewargs__(self):  # pickled across the saturation's process boundary
+        return self.kind, str(self)
 
 
 @dataclass
@@ -25,7 +54,7 @@ class StepStats:
 @dataclass
 class SaturationReport:
     steps: list[StepStats] = field(default_factory=list)
-    stop_reason: str = "not run"
+    stop_reason: StopReason = field(default_factory=lambda: StopReason(Stop.NOT_RUN))
     seconds: float = 0.0
     initial_enodes: int = 0
     initial_eclasses: int = 0

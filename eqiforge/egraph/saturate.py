@@ -33,7 +33,7 @@ from .. import ops
 from ..errors import EqiforgeError
 from ..ir import Graph
 from . import encode, rulesets, snapshot
-from .report import SaturationReport, StepStats
+from .report import SaturationReport, StepStats, Stop, StopReason
 
 
 @dataclass(frozen=True)
@@ -188,22 +188,22 @@ class _Driver:
                 changed |= self.step(iteration, name)
             if not changed:
                 return _unchanged_reason(self.report.steps[first:], self.limits.enodes)
-        return self.why_not_start(None) or f"iteration limit ({self.limits.iterations})"
+        return self.why_not_start(None) or StopReason(Stop.ITERATIONS, f"iteration limit ({self.limits.iterations})")
 
-    def why_not_start(self, name: str | None) -> str:
-        """Why the next step (of rule set ``name``; None: any step) must not start, "" when it may."""
+    def why_not_start(self, name: str | None) -> StopReason | None:
+        """Why the next step (of rule set ``name``; None: any step) must not start, None when it may."""
         if self.max_steps is not None and len(self.report.steps) >= self.max_steps:
-            return f"replayed {len(self.report.steps)} completed steps"
+            return StopReason(Stop.STEPS, f"replayed {len(self.report.steps)} completed steps")
         if self.enodes >= self.limits.enodes:
-            return f"e-node limit ({self.limits.enodes})"
+            return StopReason(Stop.ENODES, f"e-node limit ({self.limits.enodes})")
         elapsed = time.perf_counter() - self.start
         if elapsed >= self.limits.seconds:
-            return f"time limit ({self.limits.seconds:g} s)"
+            return StopReason(Stop.SECONDS, f"time limit ({self.limits.seconds:g} s)")
         predicted = predicted_seconds(self.last_step.get(name), self.enodes) if name else 0.0
         if elapsed + predicted > self.limits.seconds:
-            return (f"time limit ({self.limits.seconds:g} s): the next {name} step was predicted to take "
-                    f"{predicted:.1f} s")
-        return ""
+            return StopReason(Stop.SECONDS, f"time limit ({self.limits.seconds:g} s): the next {name} step was "
+                                            f"predicted to take {predicted:.1f} s")
+        return None
 
     def match_cap(self, name: str) -> int:
         """The most matches one rule may apply in the next step of ``name``, 0 for no cap. The cap is the
@@ -238,16 +238,16 @@ class _Driver:
         return _changed(out.report)
 
 
-def _unchanged_reason(steps: list[StepStats], enodes: int) -> str:
+def _unchanged_reason(steps: list[StepStats], enodes: int) -> StopReason:
     """Why an iteration that changed nothing ends the run: saturation, unless it skipped rules for finding
     more matches than e-nodes were left (then the e-node limit stopped it; the biggest are named)."""
     skipped = sorted(((n, rule, s.match_cap) for s in steps for rule, n in s.skipped.items()),
                      key=lambda t: (-t[0], t[1]))
     if not skipped:
-        return "saturated"
+        return StopReason(Stop.SATURATED)
     named = ", ".join(f"{rule} ({n} matches > {cap} e-nodes left)" for n, rule, cap in skipped[:3])
     more = f" and {len(skipped) - 3} more" if len(skipped) > 3 else ""
-    return f"e-node limit ({enodes}): skipped {named}{more}; nothing else changed"
+    return StopReason(Stop.ENODES, f"e-node limit ({enodes}): skipped {named}{more}; nothing else changed")
 
 
 def _child(graph, names, limits, max_steps, assume_finite, conn):
@@ -281,16 +281,18 @@ def saturate(graph: Graph, names: list[str] | None, limits: Limits, *,
             left = limits.kill_after - (time.perf_counter() - start)
             if left <= 0 or not recv.poll(min(left, 0.5)):
                 if left <= 0:
-                    why = f"hard time limit ({limits.kill_after:g} s): a step ran away and was stopped"
+                    why = StopReason(Stop.KILLED, f"hard time limit ({limits.kill_after:g} s): a step ran away "
+                                                  f"and was stopped")
                     break
                 if not proc.is_alive() and not recv.poll():
-                    why = f"egglog process died (exit code {proc.exitcode}), likely out of memory"
+                    why = StopReason(Stop.DIED, f"egglog process died (exit code {proc.exitcode}), likely out "
+                                                f"of memory")
                     break
                 continue
             try:
                 msg = recv.recv()
             except EOFError:
-                why = f"egglog process died (exit code {proc.exitcode})"
+                why = StopReason(Stop.DIED, f"egglog process died (exit code {proc.exitcode})")
                 break
             if msg[0] == "step":
                 done_steps += 1
@@ -307,16 +309,16 @@ def saturate(graph: Graph, names: list[str] | None, limits: Limits, *,
     return _replay(graph, names, limits, done_steps, why, assume_finite, start)
 
 
-def _replay(graph, names, limits: Limits, done_steps: int, why: str, assume_finite: bool, start: float):
+def _replay(graph, names, limits: Limits, done_steps: int, why: StopReason, assume_finite: bool, start: float):
     """After a killed child: replay here the steps it completed, under the same limits (a second child could
     die the same way, e.g. a fork that inherited a lock held by another thread). The run is deterministic, so
     this is a prefix of the child's: it stops before the step that ran away, or earlier at a limit."""
     egraph, report = run(graph, names, limits, max_steps=done_steps, assume_finite=assume_finite)
     snap = snapshot.from_egraph(egraph, len(graph.outputs), graph.live_nodes())
     if len(report.steps) == done_steps:
-        report.stop_reason = f"{why}; continued with the {done_steps} steps completed before"
+        report.stop_reason = StopReason(why.kind, f"{why}; continued with the {done_steps} steps completed before")
     else:
-        report.stop_reason = (f"{why}; replayed {len(report.steps)} of the {done_steps} steps completed before, "
-                              f"then stopped at the {report.stop_reason}")
+        report.stop_reason = StopReason(why.kind, f"{why}; replayed {len(report.steps)} of the {done_steps} steps "
+                                                  f"completed before, then stopped at the {report.stop_reason}")
     report.seconds = time.perf_counter() - start
     return snap, report
