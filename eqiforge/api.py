@@ -120,11 +120,11 @@ class _Lowering:
             history.append(f"the e-graph does not hold the program as encoded ({len(problems)} nodes; first: "
                            f"{problems[0]})")
         costs = list(node_cost)
-        for _ in range(validate.MAX_EXCLUSION_ROUNDS + 1 if not problems else 0):
+        for attempt in range(1, validate.MAX_EXCLUSION_ROUNDS + 2 if not problems else 1):
             verdict = check(runner)
             if verdict.ok:
                 return selection, plan, runner, source, notes, "; ".join(history + [verdict.describe()])
-            history.append(f"plan {len(history) + 1}: {verdict.describe()}")
+            history.append(f"plan {attempt}: {verdict.describe()}")
             culprits = check.culprits(plan, verdict.feeds, self.snap.bindings) if verdict.feeds else []
             enodes = {selection.choice[plan.eclass[p]] for p in culprits if p in plan.eclass}
             enodes = sorted(e for e in enodes if self.snap.node_op[e] not in ("Input", "Param"))
