@@ -1,0 +1,72 @@
+"""``python -m eqiforge.fuzz``: a differential fuzz campaign.
+
+Writes DIR/summary.json and DIR/summary.md (counts per configuration and per op family), DIR/results.jsonl
+(one line per job), DIR/workers.log (the workers' output) and DIR/repro_<seed>_<config>.py for every
+wrong, crashing, hanging or invalid job (exit code 1 when there is any) and every job in which the
+optimizer's own plan check intervened.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import sys
+import time
+from pathlib import Path
+
+from tqdm import tqdm
+
+from . import runner
+
+
+def parse_args(argv):
+    parser = argparse.ArgumentParser(prog="python -m eqiforge.fuzz", description=__doc__.splitlines()[0])
+    parser.add_argument("--programs", type=int, default=50, help="torch-profile programs (default 50)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the first program (default 0)")
+    parser.add_argument("--configs", default="all",
+                        help=f"'all' or a comma list of {', '.join(runner.CONFIGS)} (default all)")
+    parser.add_argument("--per-program", type=int, default=3,
+                        help="configurations per program, in rotation over --configs (default 3)")
+    parser.add_argument("--triton", type=int, default=0, metavar="K",
+                        help="also K triton-backend jobs on tiny programs, under the Triton interpreter")
+    parser.add_argument("--timeout", type=float, default=60.0, help="seconds per job before it is a hang")
+    parser.add_argument("--workers", type=int, default=2, help="worker processes (default 2)")
+    parser.add_argument("--out", required=True, help="directory for the summary and the reproducers")
+    args = parser.parse_args(argv)
+    args.configs = runner.CONFIGS if args.configs == "all" else tuple(args.configs.split(","))
+    unknown = sorted(set(args.configs) - set(runner.CONFIGS))
+    if unknown:
+        parser.error(f"unknown configuration(s) {unknown}; known: {', '.join(runner.CONFIGS)} "
+                     "(the triton ones run with --triton K)")
+    return args
+
+
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    args = parse_args(argv)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    jobs = runner.plan_jobs(args.programs, args.seed, args.configs, args.per_program, args.triton, args.timeout)
+    results, failed = [], 0
+    start = time.perf_counter()
+    with open(out / "results.jsonl", "w") as log, tqdm(total=len(jobs), unit="job", desc="fuzzing") as bar:
+        for job, outcome in runner.run_jobs(jobs, args.workers, str(out / "workers.log")):
+            results.append((job, outcome))
+            log.write(json.dumps(runner.as_record(job, outcome)) + "\n")
+            log.flush()
+            failed += outcome.status in runner.FAILURES
+            if runner.needs_reproducer(outcome):
+                runner.write_reproducer(out, job, outcome)
+            bar.set_postfix(failed=failed)
+            bar.update(1)
+    command = "python -m eqiforge.fuzz " + shlex.join(argv)
+    summary = runner.summarize(results, time.perf_counter() - start, command)
+    runner.write_summary(out, summary)
+    print(f"{summary['jobs']} jobs: " + ", ".join(f"{summary[s]} {s}" for s in runner.STATUSES) +
+          f"; plan check intervened {summary['validation interventions']}x; {summary['wall seconds']} s; "
+          f"see {out / 'summary.md'}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,153 @@
+"""The differential fuzzer: a fixed-seed sample of the campaign must find nothing, and the fuzzer itself
+must be trustworthy (deterministic programs, reproducers that re-run them, a judge that catches a wrong
+plan, hangs killed on time)."""
+import ast
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from eqiforge.fuzz import programs, runner
+from eqiforge.fuzz.__main__ import main as fuzz_main
+
+#: the CI sample: 20 programs x 2 configurations in rotation (5 jobs per configuration) + 6 triton jobs
+SAMPLE = ["--programs", "20", "--per-program", "2", "--seed", "0", "--triton", "6", "--workers", "2"]
+
+
+def test_fixed_seed_sample_finds_nothing_wrong(tmp_path):
+    code = fuzz_main(SAMPLE + ["--out", str(tmp_path)])
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    failures = [f"{tmp_path / f['reproducer']}: {f['status']}: {f['detail']}" for f in summary["failures"]]
+    assert code == 0 and not failures, "\n".join(failures)
+    assert summary["jobs"] == 46 and summary["ok"] + summary["rejected"] == 46
+    assert set(summary["by config"]) == set(runner.CONFIGS + runner.TRITON_CONFIGS)
+    assert (tmp_path / "summary.md").read_text().startswith("# EqiForge fuzz summary")
+
+
+@pytest.mark.parametrize("profile", ["torch", "triton"])
+def test_programs_are_deterministic_per_seed_and_run_in_eager(profile):
+    sources = set()
+    for seed in range(40):
+        program = programs.generate(seed, profile)
+        assert programs.generate(seed, profile) == program
+        sources.add(program.source)
+        make_program, make_inputs = programs.load(program.source)
+        with torch.no_grad():
+            first, again = make_program()(*make_inputs(1)), make_program()(*make_inputs(1))
+        for a, b in zip(torch.utils._pytree.tree_leaves(first), torch.utils._pytree.tree_leaves(again)):
+            assert torch.equal(a, b) and torch.isfinite(a).all()
+            assert a.numel() <= programs.PROFILES[profile].max_numel
+    assert len(sources) == 40
+
+
+def test_generator_draws_every_family_and_dtype():
+    drawn = [programs.generate(seed) for seed in range(300)]
+    assert {f for p in drawn for f in p.families} == set(programs.FAMILIES)
+    assert {p.dtype for p in drawn} == set(programs.DTYPES)
+    assert any("class Program(torch.nn.Module)" in p.source for p in drawn)
+
+
+def test_reproducer_source_round_trips_the_program():
+    job = runner.plan_jobs(1, 7, ("limits",), per_program=1)[0]
+    source = runner.reproducer_source(job, runner.Outcome("wrong", "a test"))
+    namespace = {"__name__": "not_main"}
+    exec(compile(source, "repro", "exec"), namespace)
+    make_program, make_inputs = programs.load(job.program.source)
+    with torch.no_grad():
+        want, got = make_program()(*make_inputs(1)), namespace["make_program"]()(*namespace["make_inputs"](1))
+    assert all(torch.equal(a, b) for a, b in zip(torch.utils._pytree.tree_leaves(want),
+                                                 torch.utils._pytree.tree_leaves(got)))
+    assert "Limits(iterations=2" in source
+    imported = {alias.name.split(".")[0] for node in ast.walk(ast.parse(source)) if isinstance(node, ast.Import)
+                for alias in node.names}
+    imported |= {node.module.split(".")[0] for node in ast.walk(ast.parse(source)) if isinstance(node, ast.ImportFrom)}
+    assert imported == {"os", "torch", "eqiforge"}
+
+
+def test_reproducer_runs_standalone_and_prints_the_verdict(tmp_path):
+    job = runner.plan_jobs(1, 3, ("greedy",), per_program=1)[0]
+    path = runner.write_reproducer(tmp_path, job, runner.Outcome("crash", "a test"))
+    done = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith(("OK", "REJECTED")), done.stdout
+
+
+def _fp32_case():
+    def program(x, w):
+        return torch.softmax(x @ w, -1) * 3.0
+    gen = torch.Generator().manual_seed(0)
+    inputs = (torch.randn(8, 16, generator=gen), torch.randn(16, 12, generator=gen))
+    with torch.no_grad():
+        return program, inputs, program(*inputs), program(*(x.double() for x in inputs))
+
+
+def test_judge_accepts_a_correct_plan_and_flags_a_wrong_one():
+    program, inputs, eager, reference = _fp32_case()
+    assert runner.judge(program(*inputs), eager, reference, "float32").status == "ok"
+    wrong = runner.judge(program(*inputs) + 1e-2, eager, reference, "float32")
+    assert wrong.status == "wrong" and wrong.error > wrong.allowed
+    assert runner.judge(program(*inputs).half(), eager, reference, "float32").status == "wrong"  # dtype
+    assert runner.judge(program(*inputs)[:, :4], eager, reference, "float32").status == "wrong"  # shape
+
+
+def test_judge_compares_nonfinite_patterns_only_when_asked():
+    eager = torch.tensor([1.0, float("nan"), float("inf")])
+    plan = torch.tensor([1.0, 2.0, float("inf")])
+    assert runner.judge(plan, eager, eager.double(), "float32").status == "ok"
+    assert runner.judge(plan, eager, eager.double(), "float32", compare_nonfinite=True).status == "wrong"
+    assert runner.judge(eager.clone(), eager, eager.double(), "float32", compare_nonfinite=True).status == "ok"
+
+
+def test_check_flags_an_optimizer_that_adds_a_hundredth(monkeypatch):
+    program, inputs, _, _ = _fp32_case()
+    monkeypatch.setattr(runner, "_optimized", lambda make, example, config, options: (
+        lambda *x: make()(*x) + 1e-2, []))
+    outcome = runner.check(lambda: program, lambda seed: tuple(torch.randn(x.shape) for x in inputs), "default", {},
+                           "float32")
+    assert outcome.status == "wrong"
+
+
+def test_plan_check_interventions_are_told_apart_from_passes():
+    passed, off = "passed on the example inputs (largest relative error 0.0e+00)", "off (validate=False)"
+    fell_back = "plan 1: output 0 differs from the program; fell back to the captured program, unoptimized: passed"
+    assert not runner.Outcome("ok", validation=[passed, off, ""]).intervened
+    assert runner.Outcome("ok", validation=[passed, fell_back]).intervened
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, IndexError):
+        return False
+    return state not in ("Z", "X")
+
+
+def test_a_hanging_job_is_killed_within_its_timeout_with_its_children(tmp_path):
+    pids = tmp_path / "pids"
+    hanging_source = "\n".join([
+        "import os, subprocess, time",
+        "import torch",
+        "",
+        "def make_program():",
+        "    child = subprocess.Popen(['sleep', '600'])  # as saturation forks a child",
+        f"    open({str(pids)!r}, 'w').write(f'{{os.getpid()}} {{child.pid}}')",
+        "    time.sleep(600)",
+        "",
+        "def make_inputs(seed):",
+        "    return (torch.randn(3),)",
+        ""])
+    hanging = runner.Job(programs.Program(-1, "torch", hanging_source, "float32", ()), "default", {}, 3.0)
+    normal = runner.plan_jobs(1, 0, ("default",), per_program=1)[0]
+    results = dict((job.name, outcome) for job, outcome in runner.run_jobs([hanging, normal], workers=1))
+    assert results[hanging.name].status == "hang"
+    assert 3.0 <= results[hanging.name].seconds < 4.5
+    assert results[normal.name].status in ("ok", "rejected")  # the pool replaced the killed worker
+    worker, child = map(int, pids.read_text().split())
+    deadline = time.time() + 5
+    while (_alive(worker) or _alive(child)) and time.time() < deadline:
+        time.sleep(0.1)
+    assert not _alive(worker) and not _alive(child)
