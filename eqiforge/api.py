@@ -18,7 +18,7 @@ from .lower.plan import Plan, build_plan, price
 from .lower.torch_code import to_torch_code
 from .report import Report, StageTimer
 from .runtime import OptimizedModule
-from .runtime.generated import GeneratedPlan
+from .runtime.triton_plan import TritonPlan
 from .runtime.torch_plan import TorchPlan
 
 BACKENDS = ("torch", "triton")
@@ -160,7 +160,7 @@ def _lower(plan, input_names, bound, backend):
     if backend == "torch":
         runner = TorchPlan(to_torch_code(plan.graph, input_names, bound))
         return runner, runner.source, []
-    runner = GeneratedPlan(plan, input_names, {**plan.graph.params, **(bound or {})}, list(bound or {}))
+    runner = TritonPlan(plan, input_names, {**plan.graph.params, **(bound or {})}, list(bound or {}))
     return runner, runner.source, runner.notes
 
 

@@ -20,7 +20,7 @@ from .torch_plan import compile_function
 class OptimizedModule(torch.nn.Module):
     """Callable like the original; ``plan``, ``report`` and ``source`` show what it runs.
 
-    ``runner`` is the lowered plan: a TorchPlan (torch backend) or a GeneratedPlan (triton backend),
+    ``runner`` is the lowered plan: a TorchPlan (torch backend) or a TritonPlan (triton backend),
     called with the flat input tensors and returning a tuple of outputs.
     """
 

@@ -1,4 +1,4 @@
-"""Running a generated (triton backend) plan: load its module once, keep its parameters on the device, and
+"""Running a triton-backend plan: load its generated module once, keep its parameters on the device, and
 run a kernel that fails to build through PyTorch instead.
 
 Triton kernels run on CUDA tensors; on a CPU they run under the Triton interpreter, which must be switched
@@ -19,7 +19,7 @@ from ..lower.codegen import generate
 from ..lower.triton import load_module
 
 
-class GeneratedPlan(torch.nn.Module):
+class TritonPlan(torch.nn.Module):
     """Calls ``forward(*inputs, params, externs)`` of the plan's generated module; parameters move with the
     inputs."""
 
