@@ -1,8 +1,12 @@
 """THE op table: every IR op is declared here once.
 
 An entry gives the op's name (also its egglog constructor in ``rules/schema.egg``), its tensor operands and
-attributes, its shape rule, a reference PyTorch implementation (used by the torch backend, by constant folding
-and by the rule tests), FLOP and byte counts for the cost prior, and algebraic tags.
+attributes, its shape rule, a reference PyTorch implementation (used by constant folding, the rule tests and
+the kernels' reference semantics), FLOP counts for the cost prior and algebraic tags; an elementwise op also
+gives the ATen ops it comes from, its PyTorch source for generated code and its Triton expression for fused
+kernels. What follows from an entry is derived from it: the frontend's mapping of plain elementwise ATen ops,
+the schema's elementwise shape/dtype rules and one-op kernel rules (eqiforge/egraph/rulesets.py), and the
+fused-expression vocabulary (``EPI``, eqiforge/fused.py).
 
 IR conventions that keep the algebra simple (the frontend establishes them):
 - Broadcasting is explicit: elementwise operands have equal shapes; ``Expand`` and ``Reshape`` make them so.
@@ -14,12 +18,11 @@ IR conventions that keep the algebra simple (the frontend establishes them):
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
 import torch
-
-from .fused import evaluate
 
 Shape = tuple[int, ...]
 
@@ -58,6 +61,15 @@ class OpDef:
     torch_impl: Callable | None  # (tensors..., attrs...) -> tensor; None for leaves/externs
     tags: frozenset = field(default_factory=frozenset)
     variadic: bool = False  # more tensor operands follow, as a vector (extern arguments, kernel extras)
+    aten: tuple[str, ...] = ()  # ATen ops it comes from ("exp", "add.Tensor"): frontend/aten.py maps them
+    torch_src: str | None = None  # PyTorch source in generated code, operands {0}, {1}, ...
+    triton: str | None = None  # Triton expression in a fused kernel (tl builtins, operands {0}, {1});
+    # None for the few that lower/triton/epilogue.py renders itself
+
+    @property
+    def epi(self) -> str | None:
+        """Its operator name in fused expressions (``GeluTanh`` -> ``gelu_tanh``): unary and binary math only."""
+        return re.sub(r"(?<!^)(?=[A-Z])", "_", self.name).lower() if self.kind in ("unary", "binary") else None
 
     @property
     def signature(self) -> tuple[str, ...]:
@@ -220,6 +232,36 @@ def _row_reduce_shape(ins, attrs) -> Shape:
     return x[:-1] + (1,) if attrs[0] in ROW_RESULT_KINDS else x
 
 
+def evaluate(expr: tuple, acc: torch.Tensor | None, extras: list[torch.Tensor], x: torch.Tensor | None = None):
+    """PyTorch value of a fused expression (eqiforge/fused.py) as kernels compute it, each operator by its
+    entry's reference implementation: in float32, or in float64 when a tensor it reads or a cast in it is
+    float64 (a kernel never computes narrower than its program); ``acc``/``x`` fill ("acc",)/("x",)."""
+    tensors = [t for t in (acc, x, *extras) if t is not None]
+    wide = any(t.dtype == torch.float64 for t in tensors) or _casts_to_float64(expr)
+    return _evaluate(expr, acc, extras, x, torch.float64 if wide else torch.float32)
+
+
+def _casts_to_float64(expr) -> bool:
+    return isinstance(expr, tuple) and (expr[:2] == ("cast", "float64") or any(map(_casts_to_float64, expr)))
+
+
+def _evaluate(expr: tuple, acc, extras, x, wide: torch.dtype):
+    head = expr[0]
+    if head == "acc":
+        return acc.to(wide)
+    if head == "x":
+        return x.to(wide)
+    if head == "in":
+        return extras[expr[1]].to(wide)
+    if head == "const":
+        return torch.tensor(expr[1], dtype=wide)
+    if head in ("un", "bin"):
+        return EPI[expr[1]].torch_impl(*(_evaluate(e, acc, extras, x, wide) for e in expr[2:]))
+    if head == "cast":  # dtype names are torch's
+        return _evaluate(expr[2], acc, extras, x, wide).to(getattr(torch, expr[1])).to(wide)
+    raise ValueError(f"not an Epi expression: {expr!r}")
+
+
 def _result_dtype(expr: tuple, like: torch.Tensor) -> torch.dtype:
     """A fused kernel stores in its expression's final cast, else in its first operand's dtype."""
     return DTYPES[expr[1]] if expr[0] == "cast" else like.dtype
@@ -310,35 +352,55 @@ OPS: dict[str, OpDef] = {o.name: o for o in [
     OpDef("Input", "leaf", 0, ("str",), _leaf, None, frozenset({"leaf"})),
     OpDef("Param", "leaf", 0, ("str",), _leaf, None, frozenset({"leaf", "constant"})),
     OpDef("Fill", "leaf", 0, ("f64", "dims", "str"), _fill, None, frozenset({"leaf", "constant"})),
-    # elementwise unary
-    _op("Neg", _U, torch.neg),
-    _op("Exp", _U, torch.exp, _TR),
-    _op("Log", _U, torch.log, _TR),
-    _op("Sqrt", _U, torch.sqrt, _TR),
-    _op("Rsqrt", _U, torch.rsqrt, _TR),
-    _op("Recip", _U, torch.reciprocal),
-    _op("Abs", _U, torch.abs),
-    _op("Relu", _U, torch.relu),
-    _op("Sigmoid", _U, torch.sigmoid, _TR),
-    _op("Tanh", _U, torch.tanh, _TR),
-    _op("Erf", _U, torch.erf, _TR),
-    _op("Gelu", _U, torch.nn.functional.gelu, _TR),
-    _op("GeluTanh", _U, gelu_tanh, _TR),
-    _op("Silu", _U, torch.nn.functional.silu, _TR),
+    # elementwise unary: reference implementation, ATen ops, PyTorch source, Triton expression
+    _op("Neg", _U, torch.neg, aten=("neg",), torch_src="torch.neg({0})", triton="-{0}"),
+    _op("Exp", _U, torch.exp, _TR, aten=("exp",), torch_src="torch.exp({0})", triton="tl.exp({0})"),
+    _op("Log", _U, torch.log, _TR, aten=("log",), torch_src="torch.log({0})", triton="tl.log({0})"),
+    _op("Sqrt", _U, torch.sqrt, _TR, aten=("sqrt",), torch_src="torch.sqrt({0})", triton="tl.sqrt({0})"),
+    _op("Rsqrt", _U, torch.rsqrt, _TR, aten=("rsqrt",), torch_src="torch.rsqrt({0})"),  # Triton: fp64 needs care
+    _op("Recip", _U, torch.reciprocal, aten=("reciprocal",), torch_src="torch.reciprocal({0})",
+        triton="1.0 / {0}"),
+    _op("Abs", _U, torch.abs, aten=("abs",), torch_src="torch.abs({0})", triton="tl.abs({0})"),
+    _op("Relu", _U, torch.relu, aten=("relu",), torch_src="torch.relu({0})",
+        triton="tl.where({0} < 0.0, 0.0, {0})"),  # keeps nan, like torch
+    _op("Sigmoid", _U, torch.sigmoid, _TR, aten=("sigmoid",), torch_src="torch.sigmoid({0})",
+        triton="tl.sigmoid({0})"),
+    _op("Tanh", _U, torch.tanh, _TR, aten=("tanh",), torch_src="torch.tanh({0})",
+        triton="2.0 * tl.sigmoid(2.0 * {0}) - 1.0"),  # the interpreter has no libdevice tanh
+    _op("Erf", _U, torch.erf, _TR, aten=("erf",), torch_src="torch.erf({0})", triton="tl.erf({0})"),
+    _op("Gelu", _U, torch.nn.functional.gelu, _TR, aten=("gelu",), torch_src="torch.nn.functional.gelu({0})",
+        triton="0.5 * {0} * (1.0 + tl.erf({0} * 0.7071067811865476))"),  # x * Phi(x), exact
+    _op("GeluTanh", _U, gelu_tanh, _TR, aten=("gelu",), torch_src="torch.nn.functional.gelu({0}, approximate='tanh')",
+        triton="{0} * tl.sigmoid(1.5957691216057308 * ({0} + 0.044715 * {0} * {0} * {0}))"),  # (1+tanh u)/2 = sigmoid(2u)
+    _op("Silu", _U, torch.nn.functional.silu, _TR, aten=("silu",), torch_src="torch.nn.functional.silu({0})",
+        triton="{0} * tl.sigmoid({0})"),
     # elementwise binary (equal shapes and dtypes)
-    _op("Add", _B, torch.add, _EW | {"commutative", "associative"}),
-    _op("Sub", _B, torch.sub),
-    _op("Mul", _B, torch.mul, _EW | {"commutative", "associative"}),
-    _op("Div", _B, torch.div),
-    _op("Pow", _B, torch.pow, _TR),
-    _op("Maximum", _B, torch.maximum, _EW | {"commutative"}),
-    _op("Minimum", _B, torch.minimum, _EW | {"commutative"}),
-    _op("Eq", ("compare", 2), torch.eq), _op("Ne", ("compare", 2), torch.ne),
-    _op("Lt", ("compare", 2), torch.lt), _op("Le", ("compare", 2), torch.le),
-    _op("Gt", ("compare", 2), torch.gt), _op("Ge", ("compare", 2), torch.ge),
-    _op("And", ("compare", 2), torch.logical_and), _op("Or", ("compare", 2), torch.logical_or),
-    _op("Not", ("compare", 1), torch.logical_not),
-    _op("Where", ("where", 3), torch.where, shape=_where),
+    _op("Add", _B, torch.add, _EW | {"commutative", "associative"}, aten=("add.Tensor", "add.Scalar"),
+        torch_src="torch.add({0}, {1})", triton="{0} + {1}"),
+    _op("Sub", _B, torch.sub, aten=("sub.Tensor", "sub.Scalar", "rsub.Tensor", "rsub.Scalar"),
+        torch_src="torch.sub({0}, {1})", triton="{0} - {1}"),
+    _op("Mul", _B, torch.mul, _EW | {"commutative", "associative"}, aten=("mul.Tensor", "mul.Scalar"),
+        torch_src="torch.mul({0}, {1})", triton="{0} * {1}"),
+    _op("Div", _B, torch.div, aten=("div.Tensor", "div.Scalar"), torch_src="torch.div({0}, {1})",
+        triton="{0} / {1}"),
+    _op("Pow", _B, torch.pow, _TR, aten=("pow.Tensor_Scalar", "pow.Tensor_Tensor", "pow.Scalar"),
+        torch_src="torch.pow({0}, {1})"),  # Triton: several statements
+    _op("Maximum", _B, torch.maximum, _EW | {"commutative"}, aten=("maximum", "max.other"),
+        torch_src="torch.maximum({0}, {1})",
+        triton="tl.maximum({0}, {1}, propagate_nan=tl.PropagateNan.ALL)"),  # nan wins, like torch
+    _op("Minimum", _B, torch.minimum, _EW | {"commutative"}, aten=("minimum", "min.other"),
+        torch_src="torch.minimum({0}, {1})", triton="tl.minimum({0}, {1}, propagate_nan=tl.PropagateNan.ALL)"),
+    *(_op(name, ("compare", 2), getattr(torch, fn), aten=(fn,), torch_src=f"torch.{fn}({{0}}, {{1}})")
+      for name, fn in [("Eq", "eq"), ("Ne", "ne"), ("Lt", "lt"), ("Le", "le"), ("Gt", "gt"), ("Ge", "ge")]),
+    _op("And", ("compare", 2), torch.logical_and, aten=("logical_and", "bitwise_and.Tensor"),
+        torch_src="torch.logical_and({0}, {1})"),
+    _op("Or", ("compare", 2), torch.logical_or, aten=("logical_or", "bitwise_or.Tensor"),
+        torch_src="torch.logical_or({0}, {1})"),
+    _op("Not", ("compare", 1), torch.logical_not, aten=("logical_not", "bitwise_not.default"),
+        torch_src="torch.logical_not({0})"),
+    _op("Where", ("where", 3), torch.where, shape=_where, torch_src="torch.where({0}, {1}, {2})",
+        aten=("where.self", "where.ScalarSelf", "where.ScalarOther", "where.Scalar", "masked_fill.Scalar",
+              "masked_fill.Tensor")),
     _op("Cast", ("cast", 1), cast, attrs=("str",)),
     # data movement
     _op("Permute", ("movement", 1), permute, {"view"}, ("dims",), _permute),
@@ -347,7 +409,7 @@ OPS: dict[str, OpDef] = {o.name: o for o in [
     _op("Slice", ("movement", 1), slice_dim, {"view"}, ("i64", "i64", "i64"), _slice),
     _op("Concat", ("movement", 2), concat, frozenset(), ("i64",), _concat),
     # contraction and reductions
-    _op("MatMul", ("matmul", 2), torch.matmul, frozenset(), shape=_matmul),
+    _op("MatMul", ("matmul", 2), torch.matmul, frozenset(), shape=_matmul, torch_src="torch.matmul({0}, {1})"),
     _op("Sum", ("reduce", 1), sum_keepdim, {"reduction"}, ("dims",), _reduce),
     _op("Amax", ("reduce", 1), amax_keepdim, {"reduction"}, ("dims",), _reduce),
     _op("Amin", ("reduce", 1), amin_keepdim, {"reduction"}, ("dims",), _reduce),
@@ -366,6 +428,8 @@ OPS: dict[str, OpDef] = {o.name: o for o in [
 ]}
 
 COMPARE_OPS = frozenset(n for n, o in OPS.items() if o.kind == "compare")
+#: the operators of fused expressions (``("un", name, e)``, ``("bin", name, a, b)``) and their ops
+EPI: dict[str, OpDef] = {o.epi: o for o in OPS.values() if o.epi}
 
 
 def get(name: str) -> OpDef:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import random
 
+from eqiforge import ops
 from eqiforge.ir import Graph
 
 F32 = "float32"
@@ -288,17 +289,14 @@ def _centred_product(rng):
 
 # ------------------------------------------------------------------------------- kernel layer: fusion
 KERNEL_SETS = ["fusion", "layout", "tiling"]
+# an op-table entry's rule-test case: listing its name here tests its generated pointwise-<op> rule(s)
 UNARY_OPS = ["Neg", "Exp", "Log", "Sqrt", "Rsqrt", "Recip", "Abs", "Relu", "Sigmoid", "Tanh", "Erf", "Gelu",
              "GeluTanh", "Silu"]
 BINARY_OPS = ["Add", "Sub", "Mul", "Div", "Pow", "Maximum", "Minimum"]
-_EPI = {"Neg": "neg", "Exp": "exp", "Log": "log", "Sqrt": "sqrt", "Rsqrt": "rsqrt", "Recip": "recip",
-        "Abs": "abs", "Relu": "relu", "Sigmoid": "sigmoid", "Tanh": "tanh", "Erf": "erf", "Gelu": "gelu",
-        "GeluTanh": "gelu_tanh", "Silu": "silu", "Add": "add", "Sub": "sub", "Mul": "mul", "Div": "div",
-        "Pow": "pow", "Maximum": "maximum", "Minimum": "minimum"}
 
 
-@case(*[f"pointwise-{_EPI[o]}" for o in UNARY_OPS + BINARY_OPS],
-      *[f"pointwise-{_EPI[o]}-scalar" for o in BINARY_OPS], "pointwise-cast")
+@case(*[f"pointwise-{ops.get(o).epi}" for o in UNARY_OPS + BINARY_OPS],
+      *[f"pointwise-{ops.get(o).epi}-scalar" for o in BINARY_OPS], "pointwise-cast")
 def _one_op_kernels(rng):
     b = B(rng)
     shape = (b.dim(), b.dim())

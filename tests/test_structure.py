@@ -1,14 +1,18 @@
-"""Architecture checks: the op table and the schema agree, and stages import only earlier stages."""
+"""Architecture checks: the op table and the schema agree, every op-table entry is complete, and stages
+import only earlier stages."""
 import ast
 import re
 from pathlib import Path
+
+import egglog.bindings as eb
+import pytest
 
 from eqiforge import ops
 from eqiforge.egraph import rulesets
 
 PACKAGE = Path(__file__).resolve().parent.parent / "eqiforge"
 # pipeline order; the shared core (ops, ir, errors) comes first and anything may import it
-ORDER = ["errors", "fused", "ops", "native", "ir", "frontend", "egraph", "cost", "extract", "lower", "runtime", "validate", "profiling", "report", "api",
+ORDER = ["errors", "ops", "fused", "native", "ir", "frontend", "egraph", "cost", "extract", "lower", "runtime", "validate", "profiling", "report", "api",
          "dynamo", "examples", "targets", "viz", "cli"]
 
 
@@ -31,13 +35,51 @@ def test_schema_matches_op_table():
 
 
 def test_every_op_has_shape_and_dtype_analysis():
-    text = (rulesets.rules_dir() / "schema.egg").read_text()
+    rules = [c.rule.name for c in rulesets.schema_commands() if isinstance(c, eb.RuleCommand)]
     for name, op in ops.OPS.items():
         if name in ("Input", "Param", "Extern") or op.kind == "kernel":
             continue  # set by the encoder; kernel nodes only join e-classes that have shapes
-        assert f'"shape-{name}' in text, f"no shape rule for {name}"
+        assert any(r == f"shape-{name}" or r.startswith(f"shape-{name}-") for r in rules), f"no shape rule for {name}"
         if op.kind not in ("leaf", "cast"):
-            assert f'"dtype-{name}"' in text, f"no dtype rule for {name}"
+            assert f"dtype-{name}" in rules, f"no dtype rule for {name}"
+
+
+ELEMENTWISE = ("unary", "binary", "compare", "where")
+
+
+def incomplete(op: ops.OpDef) -> list[str]:
+    """What an elementwise entry lacks: ATen targets with a frontend builder, a reference implementation,
+    PyTorch source, and for the math ops of fused kernels a Triton rendering, generated pointwise rules and
+    a rule-test case (tests/rule_cases.py)."""
+    from rule_cases import CASES
+
+    from eqiforge.frontend import aten
+    from eqiforge.lower.triton import epilogue
+    missing = [] if op.aten else ["ATen targets"]
+    missing += [f"a frontend builder for {t}" for t in op.aten if aten.lookup(aten.aten_op(t)) is None]
+    missing += [] if op.torch_impl else ["a reference implementation"]
+    missing += [] if op.torch_src and op.torch_src.format(*range(op.arity)) else ["PyTorch source"]
+    if op.epi:
+        missing += [] if op.triton or op.epi in epilogue.RENDERED_HERE else ["a Triton rendering"]
+        rules = [f"pointwise-{op.epi}"] + ([f"pointwise-{op.epi}-scalar"] if op.arity == 2 else [])
+        fusion = rulesets.available()["fusion"].rule_names
+        missing += [f"rule {r}" for r in rules if r not in fusion]
+        missing += [f"a rule-test case for {r}" for r in rules if r not in CASES]
+    return missing
+
+
+@pytest.mark.parametrize("name", [n for n, o in ops.OPS.items() if o.kind in ELEMENTWISE])
+def test_every_elementwise_entry_is_complete(name):
+    assert not incomplete(ops.OPS[name]), f"{name} lacks {', '.join(incomplete(ops.OPS[name]))}"
+
+
+def test_an_incomplete_entry_is_caught():
+    import dataclasses
+    bare = dataclasses.replace(ops.OPS["Exp"], name="Expm1", aten=(), torch_src=None, triton=None)
+    assert incomplete(bare) == ["ATen targets", "PyTorch source", "a Triton rendering", "rule pointwise-expm1",
+                                "a rule-test case for pointwise-expm1"]
+    unmapped = dataclasses.replace(ops.OPS["Exp"], aten=("expm1",))
+    assert incomplete(unmapped) == ["a frontend builder for expm1"]
 
 
 def _imported_stages(path: Path, rel: Path) -> list[str]:

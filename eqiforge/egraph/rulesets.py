@@ -9,6 +9,10 @@ Header fields, comment lines at the top of a file: ``; layer: kernel`` (default 
 ``; assumes finite: rule-a, rule-b`` (may repeat): rules that are equalities only for finite values
 (``x * 0 = 0``, a softmax dropping a row constant, ``(x * 1000) * 0.001 = x``); ``assume_finite=False``
 leaves them out, so that NaN and inf propagate as in eager PyTorch.
+
+Rules that follow mechanically from the op table are generated from it here, not written in the files:
+the elementwise shape rules and the algebra ops' dtype rules of the schema's ``analysis`` set, and the
+one-op pointwise kernels of ``fusion`` (loaded before the file's own rules).
 """
 from __future__ import annotations
 
@@ -20,6 +24,7 @@ from pathlib import Path
 
 import egglog.bindings as eb
 
+from .. import ops
 from ..errors import EqiforgeError
 
 SPAN = eb.RustSpan("eqiforge", 0, 0)
@@ -70,6 +75,59 @@ def _parse(path: Path) -> list:
         raise EqiforgeError(f"rule file {path.name} does not parse: {err}") from None
 
 
+def _pattern(op: ops.OpDef) -> str:
+    """``(Add a0 a1)``, ``(Permute a0 p0)``: an op's term with a variable per argument."""
+    operands = [f"a{i}" for i in range(op.arity)] + [f"p{i}" for i in range(len(op.attrs))]
+    return f"({' '.join([op.name] + operands)})"
+
+
+ELEMENTWISE_KINDS = ("unary", "binary", "compare", "where")
+#: an algebra op's dtype by its kind: an operand's (a0 the first), or a constant
+DTYPE_OF = {"unary": "a0", "binary": "a0", "movement": "a0", "matmul": "a0", "reduce": "a0", "where": "a1",
+            "compare": '"bool"'}
+
+
+def analysis_rules() -> str:
+    """Elementwise ops: equal operand shapes, the result's too. Dtypes: comparisons give bool, Where its
+    branches', the other algebra ops (bar Cast and leaves) their first operand's."""
+    rules = []
+    for op in ops.OPS.values():
+        if op.kind in ELEMENTWISE_KINDS:
+            same = " ".join(f"(= s (shape a{i}))" for i in range(op.arity))
+            rules.append(f'(rule ((= y {_pattern(op)}) {same}) ((set (shape y) s)) :ruleset {ANALYSIS} '
+                         f':name "shape-{op.name}")')
+        if op.kind in DTYPE_OF:
+            source = DTYPE_OF[op.kind]
+            query, value = ("", source) if source.startswith('"') else (f" (= d (dtype {source}))", "d")
+            rules.append(f'(rule ((= y {_pattern(op)}){query}) ((set (dtype y) {value})) :ruleset {ANALYSIS} '
+                         f':name "dtype-{op.name}")')
+    return "\n".join(rules)
+
+
+def pointwise_rules() -> str:
+    """Each unary and binary math op is a one-op pointwise kernel; a binary one whose second operand is a
+    scalar (a Fill) reads it as a constant of the expression instead."""
+    def kernel(name: str, term: str, expr: str, inputs: str) -> str:
+        return (f'(rule ((= y {term}) (= s (shape y))) ((union y (PointwiseK {expr} s (vec-of {inputs})))) '
+                f':name "{name}")')
+    unary = [o for o in ops.EPI.values() if o.arity == 1]
+    binary = [o for o in ops.EPI.values() if o.arity == 2]
+    rules = [kernel(f"pointwise-{o.epi}", _pattern(o), f'(EUn "{o.epi}" (EIn 0))', "a0") for o in unary]
+    rules += [kernel(f"pointwise-{o.epi}", _pattern(o), f'(EBin "{o.epi}" (EIn 0) (EIn 1))', "a0 a1")
+              for o in binary]
+    rules += [kernel(f"pointwise-{o.epi}-scalar", f"({o.name} a0 (Fill v t d))",
+                     f'(EBin "{o.epi}" (EIn 0) (EConst v))', "a0") for o in binary]
+    return "\n".join(rules)
+
+
+#: rules generated from the op table, by the rule file they join (before the file's own)
+GENERATED = {"fusion": pointwise_rules}
+
+
+def _generated(text: str) -> list:
+    return eb.EGraph().parse_program(text, filename="generated from eqiforge/ops.py")
+
+
 def _assign(cmd, ruleset: str, path: Path):
     """Return (rule name, command placed in ``ruleset``); reject anything that is not a named rule."""
     if isinstance(cmd, (eb.RewriteCommand, eb.BiRewriteCommand)):
@@ -93,7 +151,7 @@ def _assign(cmd, ruleset: str, path: Path):
 def load_ruleset(path: Path) -> RuleSet:
     name = path.stem
     names, commands = [], []
-    for cmd in _parse(path):
+    for cmd in (_generated(GENERATED[name]()) if name in GENERATED else []) + _parse(path):
         rule_name, new = _assign(cmd, name, path)
         if rule_name in names:
             raise EqiforgeError(f"rule file {path.name}: rule name {rule_name!r} is used twice")
@@ -130,7 +188,7 @@ def header_fields(text: str) -> dict[str, list[str]]:
 def _load_dir(directory: Path) -> tuple[tuple, dict[str, RuleSet | EqiforgeError]]:
     """The schema and every rule set of ``directory``; a file that fails to load maps to its error, raised
     when that rule set is selected."""
-    schema = tuple(_parse(directory / SCHEMA_FILE))
+    schema = tuple(_parse(directory / SCHEMA_FILE) + _generated(analysis_rules()))
     sets: dict[str, RuleSet | EqiforgeError] = {}
     for p in sorted(directory.glob("*.egg")):
         if p.name != SCHEMA_FILE:

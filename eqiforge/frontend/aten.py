@@ -15,6 +15,7 @@ converter then emits an ``Extern``, exactly as for an op missing from the table.
 """
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -471,23 +472,25 @@ def fill_from(arg: str):
 
 BuildFn = Callable[[Builder, Args, Out], Any]
 
-_UNARY = {"neg": "Neg", "exp": "Exp", "log": "Log", "sqrt": "Sqrt", "rsqrt": "Rsqrt", "reciprocal": "Recip",
-          "abs": "Abs", "relu": "Relu", "sigmoid": "Sigmoid", "tanh": "Tanh", "erf": "Erf", "silu": "Silu"}
-_COMPARE = {"eq": "Eq", "ne": "Ne", "lt": "Lt", "le": "Le", "gt": "Gt", "ge": "Ge"}
+
+def aten_op(target: str):
+    """An ATen overload or overload packet by name: ``"exp"``, ``"add.Tensor"``."""
+    return functools.reduce(getattr, target.split("."), aten)
+
+
+#: how an elementwise op of the op table is built from its ATen targets, by the op's kind
+PLAIN = {"unary": unary, "binary": binary, "compare": compare}
+#: the op table's elementwise ops from their ATen targets; TABLE overrides the ones with their own builder
+ELEMENTWISE: dict[Any, BuildFn] = {aten_op(t): PLAIN[o.kind](o.name)
+                                   for o in ops.OPS.values() if o.kind in PLAIN for t in o.aten}
 
 #: ATen overload (or whole overload packet) -> builder; anything else becomes an Extern
 TABLE: dict[Any, BuildFn] = {
-    **{getattr(aten, op): unary(name) for op, name in _UNARY.items()},
+    **ELEMENTWISE,
     aten.gelu: gelu,
     aten.add.Tensor: add_sub("Add"), aten.add.Scalar: add_sub("Add"),
     aten.sub.Tensor: add_sub("Sub"), aten.sub.Scalar: add_sub("Sub"),
     aten.rsub.Tensor: rsub, aten.rsub.Scalar: rsub,
-    aten.mul.Tensor: binary("Mul"), aten.mul.Scalar: binary("Mul"),
-    aten.div.Tensor: binary("Div"), aten.div.Scalar: binary("Div"),
-    aten.pow.Tensor_Scalar: binary("Pow"), aten.pow.Tensor_Tensor: binary("Pow"), aten.pow.Scalar: binary("Pow"),
-    aten.maximum: binary("Maximum"), aten.minimum: binary("Minimum"),
-    aten.max.other: binary("Maximum"), aten.min.other: binary("Minimum"),
-    **{getattr(aten, op): compare(name) for op, name in _COMPARE.items()},
     aten.logical_and: logical("And"), aten.logical_or: logical("Or"),
     aten.logical_xor: logical("Ne"), aten.logical_not: logical("Not"),
     aten.bitwise_and.Tensor: logical("And"), aten.bitwise_or.Tensor: logical("Or"),
@@ -529,8 +532,10 @@ TABLE: dict[Any, BuildFn] = {
     aten.fill.Scalar: fill_from("value"),
 }
 
-#: composites the generic core-ATen decompositions would break up although the IR has them whole
-KEEP_WHOLE = (aten.silu.default, aten.mv.default, aten.dot.default)
+#: composites the generic core-ATen decompositions would break up although the IR has them whole: mv, dot
+#: and the op table's elementwise ops named by packet (silu, ...; popping one they lack is a no-op)
+KEEP_WHOLE = (aten.mv.default, aten.dot.default,
+              *(t.default for t in ELEMENTWISE if isinstance(t, torch._ops.OpOverloadPacket)))
 
 
 def lookup(target) -> BuildFn | None:

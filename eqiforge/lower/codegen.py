@@ -21,20 +21,6 @@ from . import kernels as K
 from .plan import Plan
 from .triton import PRELUDE, UnsupportedSpec, render
 
-UNARY_TORCH = {"Neg": "torch.neg", "Exp": "torch.exp", "Log": "torch.log", "Sqrt": "torch.sqrt",
-               "Rsqrt": "torch.rsqrt", "Recip": "torch.reciprocal", "Abs": "torch.abs", "Relu": "torch.relu",
-               "Sigmoid": "torch.sigmoid", "Tanh": "torch.tanh", "Erf": "torch.erf",
-               "Gelu": "torch.nn.functional.gelu", "Silu": "torch.nn.functional.silu", "Not": "torch.logical_not"}
-BINARY_TORCH = {"Add": "torch.add", "Sub": "torch.sub", "Mul": "torch.mul", "Div": "torch.div", "Pow": "torch.pow",
-                "Maximum": "torch.maximum", "Minimum": "torch.minimum", "Eq": "torch.eq", "Ne": "torch.ne",
-                "Lt": "torch.lt", "Le": "torch.le", "Gt": "torch.gt", "Ge": "torch.ge", "And": "torch.logical_and",
-                "Or": "torch.logical_or", "MatMul": "torch.matmul"}
-EPI_UNARY_TORCH = {"neg": "torch.neg", "exp": "torch.exp", "log": "torch.log", "sqrt": "torch.sqrt",
-                   "rsqrt": "torch.rsqrt", "recip": "torch.reciprocal", "abs": "torch.abs", "relu": "torch.relu",
-                   "sigmoid": "torch.sigmoid", "tanh": "torch.tanh", "erf": "torch.erf",
-                   "gelu": "torch.nn.functional.gelu", "silu": "torch.nn.functional.silu"}
-
-
 class ExportError(ValueError):
     """A plan that cannot be written as a standalone module (an extern call with unprintable arguments)."""
 
@@ -132,12 +118,8 @@ def _epi_torch(e: tuple, acc: str, x: str, extras: list[str], up: str) -> str:
         return f"{extras[e[1]]}{up}"
     if head == "const":
         return repr(float(e[1]))
-    if head == "un":
-        arg = _epi_torch(e[2], acc, x, extras, up)
-        return f"torch.nn.functional.gelu({arg}, approximate='tanh')" if e[1] == "gelu_tanh" \
-            else f"{EPI_UNARY_TORCH[e[1]]}({arg})"
-    if head == "bin":
-        return f"torch.{e[1]}({_epi_torch(e[2], acc, x, extras, up)}, {_epi_torch(e[3], acc, x, extras, up)})"
+    if head in ("un", "bin"):
+        return ops.EPI[e[1]].torch_src.format(*(_epi_torch(a, acc, x, extras, up) for a in e[2:]))
     return f"{_epi_torch(e[2], acc, x, extras, up)}.to({dtype_src(e[1])}){up}"
 
 
@@ -175,16 +157,10 @@ def kernel_in_torch(spec, args: list[str]) -> str:
 
 
 def torch_call(n, args: list[str]) -> str:
-    """PyTorch source for one algebra node."""
+    """PyTorch source for one algebra node: its op-table entry's ``torch_src``, or a call with its attributes."""
     op = n.op
-    if op in UNARY_TORCH:
-        return f"{UNARY_TORCH[op]}({args[0]})"
-    if op == "GeluTanh":
-        return f"torch.nn.functional.gelu({args[0]}, approximate='tanh')"
-    if op in BINARY_TORCH:
-        return f"{BINARY_TORCH[op]}({args[0]}, {args[1]})"
-    if op == "Where":
-        return f"torch.where({args[0]}, {args[1]}, {args[2]})"
+    if ops.get(op).torch_src:
+        return ops.get(op).torch_src.format(*args)
     if op == "Cast":
         return f"{args[0]}.to({dtype_src(n.attrs[0])})"
     if op == "Permute":

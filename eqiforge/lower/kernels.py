@@ -9,7 +9,7 @@ Fused expressions (``Epi``) are nested tuples, evaluated elementwise over the ke
     ("x",)                        the row-reduction kernel's current input element (prologue only)
     ("in", i)                     extra input i, broadcast to the output shape
     ("const", value)              a scalar
-    ("un", name, e)               name in UNARY
+    ("un", name, e)               name in UNARY (eqiforge.fused, from the op table)
     ("bin", name, e1, e2)         name in BINARY
     ("cast", dtype, e)            a dtype name of eqiforge.ops.DTYPES
 """
@@ -18,10 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 
 from ..cost.roofline import ATTENTION_BLOCK, ROW_BLOCK  # the tiles the prior prices are the tiles run
-
-UNARY = ("neg", "exp", "log", "sqrt", "rsqrt", "recip", "abs", "relu", "sigmoid", "tanh", "erf", "gelu",
-         "gelu_tanh", "silu")
-BINARY = ("add", "sub", "mul", "div", "pow", "maximum", "minimum")
+from ..fused import BINARY, UNARY  # noqa: F401  (the operator names the forms below take)
 REDUCE_KINDS = ("sum", "max", "min", "softmax", "log_softmax", "layer_norm", "rms_norm", "moments")
 
 ACC = ("acc",)

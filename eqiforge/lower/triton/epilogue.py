@@ -6,40 +6,21 @@ kernel's compute dtype (fp32, or fp64 for kernels touching float64: ``kernels.co
 load every operand converted to it, and an Epi ``cast`` rounds to its dtype and comes back (the final store
 casts to the output dtype). Python float literals keep their full value in fp64 arithmetic.
 
-Only ``tl`` builtins are used (the Triton interpreter has no libdevice): tanh and the tanh-GELU go through
-``tl.sigmoid`` (0.5 * (1 + tanh(u)) == sigmoid(2u)), pow through ``tl.exp2``/``tl.log2`` with the sign and
-zero cases of ``torch.pow`` handled explicitly, and common constant exponents (2, 3, 0.5, -0.5, -1) exactly.
+Each operator's expression is its op-table entry's ``triton`` field (``ops.EPI``); two are rendered here:
+rsqrt (``source.rsqrt``: fp64 needs a correctly rounded form) and pow, through ``tl.exp2``/``tl.log2`` with
+the sign and zero cases of ``torch.pow`` handled explicitly, and common constant exponents (2, 3, 0.5,
+-0.5, -1) exactly. Only ``tl`` builtins are used (the Triton interpreter has no libdevice).
 """
 from __future__ import annotations
 
 from ...fused import inputs_used
+from ...ops import EPI
 from .source import TL_DTYPES, UnsupportedSpec, rsqrt
 
-UNARY = {
-    "neg": "-{x}",
-    "exp": "tl.exp({x})",
-    "log": "tl.log({x})",
-    "sqrt": "tl.sqrt({x})",
-    "rsqrt": None,  # source.rsqrt: fp64 needs a correctly rounded form
-    "recip": "1.0 / {x}",
-    "abs": "tl.abs({x})",
-    "relu": "tl.where({x} < 0.0, 0.0, {x})",  # keeps nan, like torch
-    "sigmoid": "tl.sigmoid({x})",
-    "tanh": "2.0 * tl.sigmoid(2.0 * {x}) - 1.0",
-    "erf": "tl.erf({x})",
-    "gelu": "0.5 * {x} * (1.0 + tl.erf({x} * 0.7071067811865476))",  # x * Phi(x), exact
-    "gelu_tanh": "{x} * tl.sigmoid(1.5957691216057308 * ({x} + 0.044715 * {x} * {x} * {x}))",
-    "silu": "{x} * tl.sigmoid({x})",
-}
-BINARY = {
-    "add": "{a} + {b}",
-    "sub": "{a} - {b}",
-    "mul": "{a} * {b}",
-    "div": "{a} / {b}",
-    "maximum": "tl.maximum({a}, {b}, propagate_nan=tl.PropagateNan.ALL)",  # nan wins, like torch
-    "minimum": "tl.minimum({a}, {b}, propagate_nan=tl.PropagateNan.ALL)",
-    "pow": None,  # several statements: see _Renderer.pow
-}
+#: Epi operator -> Triton expression of its operands ({0}, {1}); None: rendered by _Renderer itself
+UNARY = {name: op.triton for name, op in EPI.items() if op.arity == 1}
+BINARY = {name: op.triton for name, op in EPI.items() if op.arity == 2}
+RENDERED_HERE = ("rsqrt", "pow")
 EXACT_POWERS = {2.0: "{a} * {a}", 3.0: "{a} * {a} * {a}", 0.5: "tl.sqrt({a})", -1.0: "1.0 / {a}", 1.0: "{a}"}
 
 
@@ -115,7 +96,7 @@ class _Renderer:
     def unary(self, op: str, x: str) -> str:
         if op not in UNARY:
             raise UnsupportedSpec(f"unknown unary op {op!r}")
-        return self.emit(rsqrt(x, self.compute) if op == "rsqrt" else UNARY[op].format(x=x))
+        return self.emit(rsqrt(x, self.compute) if op == "rsqrt" else UNARY[op].format(x))
 
     def binary(self, op: str, left: tuple, right: tuple) -> str:
         if op not in BINARY:
@@ -123,7 +104,7 @@ class _Renderer:
         a, b = self.visit(left), self.visit(right)
         if op == "pow":
             return self.pow(a, b, right[1] if right[0] == "const" else None)
-        return self.emit(BINARY[op].format(a=a, b=b))
+        return self.emit(BINARY[op].format(a, b))
 
     def pow(self, a: str, b: str, constant: float | None) -> str:
         """``torch.pow``: exact for small constant exponents, else exp2(b * log2|a|) with torch's sign rules."""
