@@ -17,7 +17,7 @@ ORDER = ["errors", "ops", "fused", "native", "ir", "frontend", "egraph", "cost",
 
 
 def _schema_constructors() -> dict[str, list[str]]:
-    text = re.sub(r";[^\n]*", "", (rulesets.rules_dir() / "schema.egg").read_text())
+    text = "\n".join(map(str, rulesets.schema_commands()))  # schema.egg and what is generated for it
     body = text[text.index("(datatype T"):text.index("(sort TVec")]
     found = {m.group(1): m.group(2).split() for m in re.finditer(r"\((\w+)((?: \w+)*)\)", body)}
     found.pop("datatype", None)

@@ -10,9 +10,10 @@ Header fields, comment lines at the top of a file: ``; layer: kernel`` (default 
 (``x * 0 = 0``, a softmax dropping a row constant, ``(x * 1000) * 0.001 = x``); ``assume_finite=False``
 leaves them out, so that NaN and inf propagate as in eager PyTorch.
 
-Rules that follow mechanically from the op table are generated from it here, not written in the files:
-the elementwise shape rules and the algebra ops' dtype rules of the schema's ``analysis`` set, and the
-one-op pointwise kernels of ``fusion`` (loaded before the file's own rules).
+What follows mechanically from the op table is generated from it here, not written in the files: the
+schema's ``T`` datatype of algebra ops (before schema.egg), the elementwise shape rules and the algebra ops'
+dtype rules of its ``analysis`` set (after it), and the one-op pointwise kernels of ``fusion`` (before the
+file's own rules).
 """
 from __future__ import annotations
 
@@ -79,6 +80,14 @@ def _pattern(op: ops.OpDef) -> str:
     """``(Add a0 a1)``, ``(Permute a0 p0)``: an op's term with a variable per argument."""
     operands = [f"a{i}" for i in range(op.arity)] + [f"p{i}" for i in range(len(op.attrs))]
     return f"({' '.join([op.name] + operands)})"
+
+
+def term_datatype() -> str:
+    """The sort Dims and ``(datatype T ...)``: a constructor per algebra op (Extern and the kernel-layer ops
+    read sorts declared later, in schema.egg)."""
+    algebra = [o for o in ops.OPS.values() if o.kind not in ("extern", "kernel")]
+    constructors = [f"({' '.join([o.name] + [ops.ATTR_SORTS.get(k, k) for k in o.signature])})" for o in algebra]
+    return f"(sort {ops.ATTR_SORTS['dims']} (Vec i64))\n(datatype T {' '.join(constructors)})"
 
 
 ELEMENTWISE_KINDS = ("unary", "binary", "compare", "where")
@@ -188,7 +197,7 @@ def header_fields(text: str) -> dict[str, list[str]]:
 def _load_dir(directory: Path) -> tuple[tuple, dict[str, RuleSet | EqiforgeError]]:
     """The schema and every rule set of ``directory``; a file that fails to load maps to its error, raised
     when that rule set is selected."""
-    schema = tuple(_parse(directory / SCHEMA_FILE) + _generated(analysis_rules()))
+    schema = tuple(_generated(term_datatype()) + _parse(directory / SCHEMA_FILE) + _generated(analysis_rules()))
     sets: dict[str, RuleSet | EqiforgeError] = {}
     for p in sorted(directory.glob("*.egg")):
         if p.name != SCHEMA_FILE:
