@@ -374,6 +374,9 @@ OPS: dict[str, OpDef] = {o.name: o for o in [
         triton="{0} * tl.sigmoid(1.5957691216057308 * ({0} + 0.044715 * {0} * {0} * {0}))"),  # (1+tanh u)/2 = sigmoid(2u)
     _op("Silu", _U, torch.nn.functional.silu, _TR, aten=("silu",), torch_src="torch.nn.functional.silu({0})",
         triton="{0} * tl.sigmoid({0})"),
+    _op("Mish", _U, torch.nn.functional.mish, _TR, aten=("mish",), torch_src="torch.nn.functional.mish({0})",
+        triton="{0} * tl.where({0} > 20.0, 1.0, tl.exp({0}) * (tl.exp({0}) + 2.0) / "
+               "(tl.exp({0}) * (tl.exp({0}) + 2.0) + 2.0))"),  # tanh(log(1 + e)) = e(e + 2) / (e(e + 2) + 2)
     # elementwise binary (equal shapes and dtypes)
     _op("Add", _B, torch.add, _EW | {"commutative", "associative"}, aten=("add.Tensor", "add.Scalar"),
         torch_src="torch.add({0}, {1})", triton="{0} + {1}"),
