@@ -377,6 +377,8 @@ OPS: dict[str, OpDef] = {o.name: o for o in [
     _op("Mish", _U, torch.nn.functional.mish, _TR, aten=("mish",), torch_src="torch.nn.functional.mish({0})",
         triton="{0} * tl.where({0} > 20.0, 1.0, tl.exp({0}) * (tl.exp({0}) + 2.0) / "
                "(tl.exp({0}) * (tl.exp({0}) + 2.0) + 2.0))"),  # tanh(log(1 + e)) = e(e + 2) / (e(e + 2) + 2)
+    _op("Selu", _U, torch.selu, _TR, aten=("selu",), torch_src="torch.selu({0})",
+        triton="1.0507009873554805 * tl.where({0} > 0.0, {0}, 1.6732632423543772 * (tl.exp({0}) - 1.0))"),
     # elementwise binary (equal shapes and dtypes)
     _op("Add", _B, torch.add, _EW | {"commutative", "associative"}, aten=("add.Tensor", "add.Scalar"),
         torch_src="torch.add({0}, {1})", triton="{0} + {1}"),
