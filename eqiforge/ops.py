@@ -1,12 +1,12 @@
 """THE op table: every IR op is declared here once.
 
-An entry gives the op's name (also its egglog constructor in ``rules/schema.egg``), its tensor operands and
-attributes, its shape rule, a reference PyTorch implementation (used by constant folding, the rule tests and
-the kernels' reference semantics), FLOP counts for the cost prior and algebraic tags; an elementwise op also
-gives the ATen ops it comes from, its PyTorch source for generated code and its Triton expression for fused
-kernels. What follows from an entry is derived from it: the frontend's mapping of plain elementwise ATen ops,
-the schema's elementwise shape/dtype rules and one-op kernel rules (eqiforge/egraph/rulesets.py), and the
-fused-expression vocabulary (``EPI``, eqiforge/fused.py).
+An entry gives the op's name (also its egglog constructor), its tensor operands and attributes, its shape
+rule, a reference PyTorch implementation (used by constant folding, the rule tests, the kernels' reference
+semantics and the torch backend's kernel nodes), FLOP counts for the cost prior and algebraic tags; an
+elementwise op also gives the ATen ops it comes from, its PyTorch source for generated code and its Triton
+expression for fused kernels. What follows from an entry is derived from it: the frontend's mapping of plain
+elementwise ATen ops, the schema's datatype of algebra ops, elementwise shape/dtype rules and one-op kernel
+rules (eqiforge/egraph/rulesets.py), and the fused-expression vocabulary (``EPI``, eqiforge/fused.py).
 
 IR conventions that keep the algebra simple (the frontend establishes them):
 - Broadcasting is explicit: elementwise operands have equal shapes; ``Expand`` and ``Reshape`` make them so.

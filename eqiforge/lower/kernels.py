@@ -19,6 +19,7 @@ from dataclasses import dataclass, fields
 
 from ..cost.roofline import ATTENTION_BLOCK, ROW_BLOCK  # the tiles the prior prices are the tiles run
 from ..fused import BINARY, UNARY  # noqa: F401  (the operator names the forms below take)
+
 REDUCE_KINDS = ("sum", "max", "min", "softmax", "log_softmax", "layer_norm", "rms_norm", "moments")
 
 ACC = ("acc",)
