@@ -27,6 +27,14 @@ def rules_dir(tmp_path, monkeypatch):
     return tmp_path
 
 
+def test_saturation_is_deterministic():
+    """First in this file: tests below run egglog in this process, and a saturation forked after that can
+    deadlock (egglog's worker threads are missing in the child), be killed and replayed."""
+    a, _ = sat.saturate(chain(5), None, sat.Limits())
+    b, _ = sat.saturate(chain(5), None, sat.Limits())
+    assert (a.node_op, a.node_children, a.node_class, a.roots) == (b.node_op, b.node_children, b.node_class, b.roots)
+
+
 def test_unknown_ruleset_names_the_known_ones():
     with pytest.raises(EqiforgeError, match=r"unknown rule set\(s\) \['nope'\]; available: \[.*'matmul'"):
         rulesets.select(["nope"])
@@ -101,12 +109,6 @@ def test_a_step_predicted_to_overrun_the_time_limit_is_not_started(monkeypatch):
     _, report = sat.run(chain(8), ["matmul"], sat.Limits(seconds=50))
     assert report.stop_reason == "time limit (50 s): the next matmul step was predicted to take 100.0 s"
     assert len(report.steps) == 1
-
-
-def test_saturation_is_deterministic():
-    a, _ = sat.saturate(chain(5), None, sat.Limits())
-    b, _ = sat.saturate(chain(5), None, sat.Limits())
-    assert (a.node_op, a.node_children, a.node_class, a.roots) == (b.node_op, b.node_children, b.node_class, b.roots)
 
 
 @pytest.mark.parametrize("bad", [dict(iterations=-1), dict(seconds=0), dict(enodes=1.5)])
