@@ -12,7 +12,6 @@ from matplotlib.colors import to_rgba
 
 import eqiforge
 from eqiforge import cli, examples
-from eqiforge.report import Report
 from eqiforge.viz import ablate, combinations, layout, plot_growth
 from eqiforge.viz.egraph_drawing import CHOSEN, draw_egraph
 from eqiforge.viz.plan_drawing import draw_plan
@@ -88,9 +87,8 @@ def test_growth_of_a_saturation_without_rule_sets(chain):
     assert "no rule matched" in [t.get_text() for t in fig.axes[2].texts]
 
 
-@pytest.mark.skipif(not hasattr(Report, "plot_growth"), reason="Report.plot_growth not added yet")
-def test_report_plot_growth_method(chain_opt, tmp_path):
-    fig = chain_opt.report.plot_growth(tmp_path / "g.svg")
+def test_plot_growth_of_a_report_writes_the_file(chain_opt, tmp_path):
+    fig = plot_growth(chain_opt.report, tmp_path / "g.svg")
     assert svg_size(tmp_path / "g.svg") == ("936pt", "612pt") and len(fig.axes) == 5
 
 
