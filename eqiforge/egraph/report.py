@@ -2,12 +2,17 @@
 
 A step records the matches it applied and, apart, the rules it skipped for finding more matches than its
 cap (a capped step counts every match in the e-graph, a plain one only those that are new).
-Plain data (no egglog), so it crosses process boundaries and feeds the growth plots and ablations.
+Plain data (no egglog), so it crosses process boundaries and feeds the growth plots and ablations. It
+records the schedule that ran (``str(report.schedule)`` shows it).
 """
 from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .schedule import Schedule
 
 
 class Stop(enum.Enum):
@@ -58,7 +63,8 @@ class SaturationReport:
     seconds: float = 0.0
     initial_enodes: int = 0
     initial_eclasses: int = 0
-    limits: dict = field(default_factory=dict)
+    limits: dict = field(default_factory=dict)  # the schedule's limits, as a dict
+    schedule: Schedule | None = None  # the schedule that ran (None: not run)
 
     @property
     def iterations(self) -> int:

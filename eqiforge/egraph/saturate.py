@@ -1,9 +1,8 @@
-"""The saturation driver: run rule sets under limits, record what happened, return a snapshot.
+"""The saturation driver: follow a Schedule (schedule.py) under its limits, record it, return a snapshot.
 
-One *step* runs one rule set once and then re-derives shapes (the ``analysis`` rule set to saturation), so
-guards always see shapes of new nodes. One *iteration* runs every selected rule set once, in order.
-
-Limits hold at three levels:
+The schedule is data; ``_follow`` executes it: each iteration runs the schedule's steps in order (one step:
+a rule set once, then shapes), skipping the steps of banned rule sets, until a limit holds or an iteration
+changes nothing. Limits hold at three levels:
 
 - Between steps, no step starts at or past the e-node, time or iteration limit, nor one predicted to overrun
   the time limit; rule sets that match too much are banned for a few iterations (back-off, doubling).
@@ -12,13 +11,13 @@ Limits hold at three levels:
   A step that may find more matches than there are e-nodes left runs with that cap, so a rule that would
   blow past the limit (``add-interchange``: 279k matches at 16k e-nodes, giving 291k) is skipped instead.
   A capped step matches the whole e-graph, not only what is new (about 4x slower on a fusion-heavy run), so
-  a rule set runs capped only from its first step predicted to need it.
+  a rule set runs capped only from its first step predicted to need it (``BackOff.runs_capped``).
 - The whole run happens in a forked child: if it passes the hard wall-clock limit or dies (Rust panic, out
   of memory), the parent kills it and replays, in its own process and under the same limits, the steps that
   had completed (deterministic, so a prefix of the child's run that stops before the step that ran away),
   and extraction goes on with that e-graph.
 
-Hitting a limit is normal; the report says which one.
+Hitting a limit is normal; the report says which one, and which schedule ran.
 """
 from __future__ import annotations
 
@@ -34,31 +33,9 @@ from ..errors import EqiforgeError
 from ..ir import Graph
 from . import encode, rulesets, snapshot
 from .report import SaturationReport, StepStats, Stop, StopReason
+from .schedule import BackOff, Limits, Schedule, Step, default_schedule
 
-
-@dataclass(frozen=True)
-class Limits:
-    """When to stop. ``enodes`` is checked between steps and caps each rule's matches inside a step;
-    ``seconds`` is checked between steps; ``hard_seconds`` kills a runaway step, after which the steps completed
-    before it are replayed within the same limits (so that path takes up to ``hard_seconds + seconds``)."""
-
-    iterations: int = 10
-    enodes: int = 50_000
-    seconds: float = 8.0
-    hard_seconds: float | None = None  # default: 2 * seconds + 10
-    match_limit: int = 20_000  # back-off: a rule set applying more matches than this in one step is banned
-    ban_iterations: int = 2
-
-    def __post_init__(self):
-        for name in ("iterations", "enodes", "match_limit", "ban_iterations"):
-            if not isinstance(getattr(self, name), int) or getattr(self, name) < 0:
-                raise EqiforgeError(f"limit {name} must be a non-negative integer, got {getattr(self, name)!r}")
-        if not self.seconds > 0 or (self.hard_seconds is not None and not self.hard_seconds > 0):
-            raise EqiforgeError("time limits must be positive numbers of seconds")
-
-    @property
-    def kill_after(self) -> float:
-        return self.hard_seconds if self.hard_seconds is not None else 2 * self.seconds + 10
+__all__ = ["BackOff", "Limits", "Schedule", "Step", "as_schedule", "default_schedule", "run", "saturate"]
 
 
 def _run(name: str):
@@ -140,55 +117,82 @@ def _scaled(last: tuple[float, int] | None, enodes: int) -> float:
     return amount * (enodes / before) ** 2
 
 
-def run(graph: Graph, names: list[str] | None, limits: Limits, *, max_steps: int | None = None,
-        on_step: Callable[[StepStats], None] | None = None, assume_finite: bool = True):
-    """Saturate in this process; return (egglog EGraph, SaturationReport). Used directly by tests and by the
-    replay after a killed child (``max_steps``: stop after that many steps).
-    ``assume_finite=False`` leaves out the rules that hold for finite values only (see rulesets)."""
-    sets = rulesets.select(names, assume_finite=assume_finite)
+def as_schedule(rules: Schedule | list[str] | None, limits: Limits | None = None) -> Schedule:
+    """``rules`` if it is a Schedule (it carries its limits), else the default schedule of the rule sets it
+    names (None: all) under ``limits``."""
+    if not isinstance(rules, Schedule):
+        return default_schedule(rules, limits)
+    if limits is not None and limits != rules.limits:
+        raise EqiforgeError("a Schedule carries its own limits: set them in Schedule(..., limits=...)")
+    return rules
+
+
+def run(graph: Graph, rules: Schedule | list[str] | None, limits: Limits | None = None, *,
+        max_steps: int | None = None, on_step: Callable[[StepStats], None] | None = None,
+        assume_finite: bool = True):
+    """Saturate in this process by a schedule (see ``as_schedule``); return (egglog EGraph, SaturationReport).
+    Used directly by tests and by the replay after a killed child (``max_steps``: stop after that many
+    steps). ``assume_finite=False`` leaves out the rules that hold for finite values only (see rulesets)."""
+    schedule = as_schedule(rules, limits)
+    sets = rulesets.select(list(schedule.rulesets), assume_finite=assume_finite)
     start = time.perf_counter()
     egraph = eb.EGraph()
     _execute(egraph, rulesets.schema_commands(), "loading rules/schema.egg")
     for rs in sets:
         _execute(egraph, rs.commands, f"loading rule set {rs.name}")
     _execute(egraph, encode.encode(graph) + [_saturate(rulesets.ANALYSIS)], "adding the program")
-    report = SaturationReport(limits=asdict(limits))
+    report = SaturationReport(limits=asdict(schedule.limits), schedule=schedule)
     report.initial_enodes, report.initial_eclasses = _size(egraph)
-    driver = _Driver(egraph, limits, report, start, max_steps, on_step)
-    report.stop_reason = driver.iterate([rs.name for rs in sets])
+    runner = _Runner(egraph, schedule.limits, report, start, max_steps, on_step)
+    report.stop_reason = _follow(schedule, runner)
     report.seconds = time.perf_counter() - start
     return egraph, report
 
 
-class _Driver:
-    """One saturation between its steps: the e-graph's size, the clock, back-off bans, each set's last step."""
+def _follow(schedule: Schedule, runner: _Runner) -> StopReason:
+    """Execute ``schedule``: its steps in order, once per iteration, until a limit holds or an iteration changes
+    nothing; the stop reason."""
+    for iteration in range(1, schedule.limits.iterations + 1):
+        changed, first = False, len(runner.report.steps)
+        for step in schedule.steps:
+            if runner.banned(step.ruleset, iteration):
+                changed = True  # a banned rule set may still have work to do
+            elif stop := runner.why_not_start(step.ruleset):
+                return stop
+            else:
+                changed |= runner.step(iteration, step)
+        if not changed:
+            return _unchanged_reason(runner.report.steps[first:], schedule.limits.enodes)
+    return runner.why_not_start(None) or StopReason(Stop.ITERATIONS,
+                                                    f"iteration limit ({schedule.limits.iterations})")
+
+
+@dataclass
+class _SetState:
+    """What back-off knows of one rule set between its steps."""
+
+    last_step: tuple[float, int] | None = None  # (seconds, e-nodes before) of its last step
+    last_found: tuple[int, int] | None = None  # (matches found: applied and skipped, e-nodes before) likewise
+    times_banned: int = 0
+    banned_until: int = 0  # the last iteration it is banned in
+    capped: bool = False  # its steps run capped, from the first that needed it
+
+
+class _Runner:
+    """One saturation between its steps: the e-graph's size, the clock, each rule set's back-off state."""
 
     def __init__(self, egraph, limits: Limits, report: SaturationReport, start: float, max_steps: int | None,
                  on_step: Callable[[StepStats], None] | None):
         self.egraph, self.limits, self.report, self.start = egraph, limits, report, start
         self.max_steps, self.on_step = max_steps, on_step
         self.enodes = report.initial_enodes
-        self.banned_until: dict[str, int] = {}
-        self.times_banned: dict[str, int] = {}
-        self.last_step: dict[str, tuple[float, int]] = {}  # rule set -> (seconds, e-nodes before) of its last step
-        self.last_found: dict[str, tuple[int, int]] = {}  # rule set -> (matches found, e-nodes before) likewise
-        self.capped: set[str] = set()  # rule sets whose steps run capped, from the first predicted to need it
+        self.sets: dict[str, _SetState] = {}
 
-    def iterate(self, names: list[str]) -> str:
-        """Run iterations of the rule sets ``names`` until a limit holds or nothing changes; the stop reason."""
-        for iteration in range(1, self.limits.iterations + 1):
-            changed, first = False, len(self.report.steps)
-            for name in names:
-                if self.banned_until.get(name, 0) >= iteration:
-                    changed = True  # a banned rule set may still have work to do
-                    continue
-                why = self.why_not_start(name)
-                if why:
-                    return why
-                changed |= self.step(iteration, name)
-            if not changed:
-                return _unchanged_reason(self.report.steps[first:], self.limits.enodes)
-        return self.why_not_start(None) or StopReason(Stop.ITERATIONS, f"iteration limit ({self.limits.iterations})")
+    def state(self, name: str) -> _SetState:
+        return self.sets.setdefault(name, _SetState())
+
+    def banned(self, name: str, iteration: int) -> bool:
+        return self.state(name).banned_until >= iteration
 
     def why_not_start(self, name: str | None) -> StopReason | None:
         """Why the next step (of rule set ``name``; None: any step) must not start, None when it may."""
@@ -199,25 +203,25 @@ class _Driver:
         elapsed = time.perf_counter() - self.start
         if elapsed >= self.limits.seconds:
             return StopReason(Stop.SECONDS, f"time limit ({self.limits.seconds:g} s)")
-        predicted = predicted_seconds(self.last_step.get(name), self.enodes) if name else 0.0
+        predicted = predicted_seconds(self.state(name).last_step, self.enodes) if name else 0.0
         if elapsed + predicted > self.limits.seconds:
             return StopReason(Stop.SECONDS, f"time limit ({self.limits.seconds:g} s): the next {name} step was "
                                             f"predicted to take {predicted:.1f} s")
         return None
 
-    def match_cap(self, name: str) -> int:
-        """The most matches one rule may apply in the next step of ``name``, 0 for no cap. The cap is the
-        e-nodes left. A set runs capped from its first step that may find more matches than that (predicted
-        from its last step; always once the e-graph holds half the limit, as other sets' growth makes the
-        prediction unsure), and stays capped: a plain run after a capped one would find what the cap skipped."""
-        left = self.limits.enodes - self.enodes
-        if self.enodes >= left or predicted_matches(self.last_found.get(name), self.enodes) >= left:
-            self.capped.add(name)
-        return left if name in self.capped else 0
+    def match_cap(self, step: Step) -> int:
+        """The most matches one rule may apply in the next step, 0 for no cap: the e-nodes left, once the
+        step's back-off says its rule set runs capped (``BackOff.runs_capped``)."""
+        state = self.state(step.ruleset)
+        predicted = predicted_matches(state.last_found, self.enodes)
+        state.capped = state.capped or step.back_off.runs_capped(self.enodes, self.limits.enodes, predicted)
+        return self.limits.enodes - self.enodes if state.capped else 0
 
-    def step(self, iteration: int, name: str) -> bool:
-        """Run rule set ``name`` once (capped when needed), then derive shapes; record it; whether it changed."""
-        cap, before = self.match_cap(name), self.enodes
+    def step(self, iteration: int, step: Step) -> bool:
+        """Run the step's rule set once (capped when needed), then derive shapes; record it, back off by the
+        step's policy; whether it changed the e-graph."""
+        name, state = step.ruleset, self.state(step.ruleset)
+        cap, before = self.match_cap(step), self.enodes
         t0 = time.perf_counter()
         command = _capped_run(name, cap) if cap else _run(name)
         (out,) = _execute(self.egraph, [command], f"running rule set {name}")
@@ -226,11 +230,12 @@ class _Driver:
         applied, skipped = _matches(out.report)
         stats = StepStats(iteration, name, self.enodes, eclasses, applied, time.perf_counter() - t0,
                           match_cap=cap, skipped=skipped)
-        self.last_step[name] = (stats.seconds, before)
-        self.last_found[name] = (sum(applied.values()) + sum(skipped.values()), before)
-        if sum(applied.values()) > self.limits.match_limit << self.times_banned.get(name, 0):
-            self.times_banned[name] = self.times_banned.get(name, 0) + 1
-            self.banned_until[name] = iteration + (self.limits.ban_iterations << (self.times_banned[name] - 1))
+        state.last_step = (stats.seconds, before)
+        state.last_found = (sum(applied.values()) + sum(skipped.values()), before)
+        ban = step.back_off.ban(sum(applied.values()), state.times_banned)
+        if ban is not None:
+            state.times_banned += 1
+            state.banned_until = iteration + ban
             stats = replace(stats, banned=True)
         self.report.steps.append(stats)
         if self.on_step:
@@ -250,9 +255,9 @@ def _unchanged_reason(steps: list[StepStats], enodes: int) -> StopReason:
     return StopReason(Stop.ENODES, f"e-node limit ({enodes}): skipped {named}{more}; nothing else changed")
 
 
-def _child(graph, names, limits, max_steps, assume_finite, conn):
+def _child(graph, schedule, max_steps, assume_finite, conn):
     try:
-        egraph, report = run(graph, names, limits, max_steps=max_steps, assume_finite=assume_finite,
+        egraph, report = run(graph, schedule, max_steps=max_steps, assume_finite=assume_finite,
                              on_step=lambda s: conn.send(("step", s)))
         snap = snapshot.from_egraph(egraph, len(graph.outputs), graph.live_nodes())
         conn.send(("done", snap, report))
@@ -264,14 +269,17 @@ def _child(graph, names, limits, max_steps, assume_finite, conn):
         conn.close()
 
 
-def saturate(graph: Graph, names: list[str] | None, limits: Limits, *,
+def saturate(graph: Graph, rules: Schedule | list[str] | None, limits: Limits | None = None, *,
              on_step: Callable[[StepStats], None] | None = None, max_steps: int | None = None,
              assume_finite: bool = True):
-    """Saturate in a forked child under the hard limit; return (Snapshot, SaturationReport)."""
-    rulesets.select(names)  # fail early, in this process, on unknown names or bad rule files
+    """Saturate by a schedule (see ``as_schedule``) in a forked child under the hard limit; return
+    (Snapshot, SaturationReport)."""
+    schedule = as_schedule(rules, limits)
+    rulesets.select(list(schedule.rulesets))  # fail early, in this process, on unknown names or bad rule files
+    limits = schedule.limits
     ctx = multiprocessing.get_context("fork")
     recv, send = ctx.Pipe(duplex=False)
-    proc = ctx.Process(target=_child, args=(graph, names, limits, max_steps, assume_finite, send), daemon=True)
+    proc = ctx.Process(target=_child, args=(graph, schedule, max_steps, assume_finite, send), daemon=True)
     start = time.perf_counter()
     proc.start()
     send.close()
@@ -306,14 +314,14 @@ def saturate(graph: Graph, names: list[str] | None, limits: Limits, *,
         proc.kill()
         proc.join()
         recv.close()
-    return _replay(graph, names, limits, done_steps, why, assume_finite, start)
+    return _replay(graph, schedule, done_steps, why, assume_finite, start)
 
 
-def _replay(graph, names, limits: Limits, done_steps: int, why: StopReason, assume_finite: bool, start: float):
+def _replay(graph, schedule: Schedule, done_steps: int, why: StopReason, assume_finite: bool, start: float):
     """After a killed child: replay here the steps it completed, under the same limits (a second child could
     die the same way, e.g. a fork that inherited a lock held by another thread). The run is deterministic, so
     this is a prefix of the child's: it stops before the step that ran away, or earlier at a limit."""
-    egraph, report = run(graph, names, limits, max_steps=done_steps, assume_finite=assume_finite)
+    egraph, report = run(graph, schedule, max_steps=done_steps, assume_finite=assume_finite)
     snap = snapshot.from_egraph(egraph, len(graph.outputs), graph.live_nodes())
     if len(report.steps) == done_steps:
         report.stop_reason = StopReason(why.kind, f"{why}; continued with the {done_steps} steps completed before")
