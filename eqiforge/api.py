@@ -67,10 +67,10 @@ def optimize_graph(graph, input_names, out_spec, opts: Options, timer: StageTime
     kernels = opts.backend == "triton"
     model = cost.get_cost_model(opts.cost_model, opts.device, kernels=kernels)
     layers = ("algebra", "kernel") if kernels else ("algebra",)
-    names = [rs.name for rs in sat.rulesets.select(None if opts.rules is None else list(opts.rules), layers)]
+    schedule = sat.default_schedule(None if opts.rules is None else list(opts.rules), opts.limits, layers)
+    names = list(schedule.rulesets)
     with _progress(opts.progress) as on_step, timer("saturate"):
-        snap, saturation = sat.saturate(graph, names, opts.limits, on_step=on_step,
-                                        assume_finite=opts.assume_finite)
+        snap, saturation = sat.saturate(graph, schedule, on_step=on_step, assume_finite=opts.assume_finite)
     lowering = _Lowering(snap, graph, input_names, bound, model, opts)
     with timer("extract"):
         node_cost = model.predict(cost.snapshot_features(snap, opts.fold_constants))
