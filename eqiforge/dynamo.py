@@ -41,7 +41,7 @@ def _forward_compiler(opts: api.Options):
         timer = StageTimer()
         try:
             with timer("capture"):
-                graph = frontend.fx_to_ir(gm, names, {})
+                graph = frontend.mark_causal_masks(frontend.fx_to_ir(gm, names, {}))
             with unset_fake_temporarily():  # the pipeline computes with real tensors (folding, the plan check)
                 optimized = api.optimize_graph(graph, names, None, opts, timer,
                                                examples=_real_inputs(example_inputs))

@@ -51,6 +51,9 @@ class Graph:
     outputs: list[int] = field(default_factory=list)
     params: dict[str, torch.Tensor] = field(default_factory=dict)
     externs: dict[str, ExternCall] = field(default_factory=dict)
+    # what only values show, for the e-graph: node id -> names of relations of rules/schema.egg that hold for
+    # it (a constant causal mask: frontend/masks.py); the encoder states them. A rebuilt graph starts without.
+    facts: dict[int, tuple[str, ...]] = field(default_factory=dict)
     _index: dict[Node, int] = field(default_factory=dict, repr=False)
 
     # ------------------------------------------------------------------------------------------ building

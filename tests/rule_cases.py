@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import random
 
+import torch
+
 from eqiforge import ops
+from eqiforge.frontend.masks import mark_causal_masks
 from eqiforge.ir import Graph
 
 F32 = "float32"
@@ -576,6 +579,24 @@ def _masked_scores(rng):
     mask = b.op("Lt", b.x("u", 1, m, n), b.g.fill(0.0, (1, m, n), F32))
     filled = b.op("Where", b.op("Expand", mask, attrs=[(2, m, n)]), b.g.fill(float("-inf"), (2, m, n), F32), s)
     return b.out(filled), ["attention"]
+
+
+@case("attention-causal", "causal-bias-of-mask")
+def _causal_attention(rng):
+    """A constant causal bias, and masked_fill with a constant causal mask, as the frontend marks them: both
+    become the causal kernel. Sq < Sk: every row sees a key, and the diagonal must be the bottom-right one."""
+    b = B(rng)
+    sk, d = b.dim(3, 7), b.dim()
+    sq = b.dim(2, sk - 1)
+    q, k, v = b.x("q", 2, sq, d), b.x("k", 2, sk, d), b.x("v", 2, sk, d)
+    s = b.op("MatMul", q, b.op("Permute", k, attrs=[(0, 2, 1)]))
+    above = torch.ones(1, sq, sk, dtype=torch.bool).triu(sk - sq + 1)
+    bias = b.g.param("bias", torch.zeros(1, sq, sk).masked_fill(above, float("-inf")))
+    biased = b.op("Add", s, b.op("Expand", bias, attrs=[(2, sq, sk)]))
+    masked = b.op("Where", b.op("Expand", b.g.param("mask", above), attrs=[(2, sq, sk)]),
+                  b.g.fill(float("-inf"), (2, sq, sk), F32), s)
+    outs = [b.op("MatMul", _softmax_last(b, x), v) for x in (biased, masked)]
+    return mark_causal_masks(b.out(*outs)), ["composite", "attention"]
 
 
 @case("attention-grouped-query")

@@ -124,6 +124,71 @@ def test_a_constant_mask_that_is_not_causal_stays_a_bias():
     assert node.attrs[2] == 0 and len(node.inputs) == 4
 
 
+@pytest.mark.parametrize("variant", sorted(CAUSAL))
+def test_the_causal_kernel_is_formed_in_the_egraph(variant):
+    """The causal kernel is a rewrite of the e-graph, not of the lowering: the report counts its rule, and the
+    snapshot holds it in the e-class of the kernel that adds the mask."""
+    fn, inputs = CAUSAL[variant], qkv()
+    opt = eqiforge.optimize(fn, inputs)
+    assert opt.report.matches_per_rule().get("attention-causal", 0) > 0
+    snap = opt.extraction.snapshot
+    kernels = [[len(snap.node_children[n]) for n in members if snap.node_op[n] == "AttentionK"]
+               for members in snap.class_nodes()]
+    assert any(3 in arity and 4 in arity for arity in kernels)  # causal (q, k, v) beside biased (q, k, v, mask)
+
+
+def test_a_mask_that_is_not_causal_gets_no_causal_rewrite():
+    mask = torch.ones(S, S, dtype=torch.bool).triu(2)  # one diagonal too far: a valid mask, not causal
+
+    def fn(q, k, v):
+        return softmax_v((q @ k.mT * SCALE).masked_fill(mask, float("-inf")), v)
+    opt = eqiforge.optimize(fn, qkv())
+    assert "attention-causal" not in opt.report.matches_per_rule()
+    assert len(attention_nodes(opt)[0].inputs) == 4
+
+
+def _masked_graph(value, sq, sk):
+    """scores [2, sq, sk] + a constant (a float bias added, or a bool mask filled with -inf)."""
+    from eqiforge.ir import Graph
+    g = Graph()
+    s = g.input("s", (2, sq, sk), "float32")
+    c = g.param("c", value)
+    wide = g.add("Expand", (c,), ((2, sq, sk),))
+    if value.dtype == torch.bool:
+        g.outputs = [g.add("Where", (wide, g.fill(float("-inf"), (2, sq, sk), "float32"), s))]
+    else:
+        g.outputs = [g.add("Add", (s, wide))]
+    return g, c
+
+
+@pytest.mark.parametrize("sq,sk", [(5, 5), (3, 7), (7, 3), (1, 4)])
+def test_constant_masks_are_marked_by_value(sq, sk):
+    from eqiforge.frontend.masks import mark_causal_masks
+    above = torch.ones(1, sq, sk, dtype=torch.bool).triu(sk - sq + 1)  # the kernel's bottom-right diagonal
+    bias = torch.zeros(1, sq, sk).masked_fill(above, float("-inf"))
+    for value, fact in ((bias, "causal-bias"), (above, "causal-mask")):
+        g, c = _masked_graph(value, sq, sk)
+        assert mark_causal_masks(g).facts == {c: (fact,)}
+    others = [torch.ones(1, sq, sk, dtype=torch.bool).triu(1),  # top-left aligned (SDPA's is_causal)
+              torch.zeros(1, sq, sk).masked_fill(above, torch.finfo(torch.float32).min),  # a finite "-inf"
+              torch.cat([above, ~above]), bias + 1.0]  # a mask per batch; not 0 where seen
+    for value in others:
+        if not (torch.equal(value, above) or torch.equal(value, bias)):  # the same pattern where sq is 1 or sk
+            assert mark_causal_masks(_masked_graph(value, sq, sk)[0]).facts == {}
+
+
+def test_constants_that_are_not_applied_as_masks_are_not_evaluated(monkeypatch):
+    """A weight read by a product (here through a scaling) is no mask candidate: nothing is computed."""
+    from eqiforge.frontend import masks
+    from eqiforge.ir import Graph
+    g = Graph()
+    w = g.param("w", torch.randn(S, S))
+    scaled = g.add("Mul", (w, g.fill(0.5, (S, S), "float32")))
+    g.outputs = [g.add("MatMul", (g.input("x", (4, S), "float32"), scaled))]
+    monkeypatch.setattr(masks, "run_node", lambda *a: pytest.fail("evaluated a constant that is no mask"))
+    assert masks.mark_causal_masks(g).facts == {}
+
+
 @pytest.mark.parametrize("backend", ["torch", "triton"])
 @pytest.mark.parametrize("spelling", ["repeat_interleave", "expand"])
 def test_grouped_query_attention_reads_kv_heads_by_index(spelling, backend):

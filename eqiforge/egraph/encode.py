@@ -2,7 +2,8 @@
 
 Every live node is let-bound (``$node<id>_``, see ``node_name``), so a shared sub-expression is one term however often it is used,
 and the outputs are ``$output<k>``; its ``order`` and ``last`` are its node id. Leaves and externs get their shape and dtype set here; the ``analysis`` rule
-set derives the rest.
+set derives the rest. The graph's ``facts`` (relations that only values show, such as a constant causal mask:
+frontend/masks.py) are stated on their nodes.
 """
 from __future__ import annotations
 
@@ -88,6 +89,8 @@ def encode(graph: Graph) -> list:
             me = [var(node_name(i))]
             cmds.append(eb.ActionCommand(eb.Set(SPAN, "shape", me, lit("dims", n.shape))))
             cmds.append(eb.ActionCommand(eb.Set(SPAN, "dtype", me, lit("str", n.dtype))))
+        cmds += [eb.ActionCommand(eb.Expr_(SPAN, eb.Call(SPAN, fact, [var(node_name(i))])))
+                 for fact in graph.facts.get(i, ())]
     for k, o in enumerate(graph.outputs):
         cmds.append(eb.ActionCommand(eb.Let(SPAN, output_name(k), var(node_name(o)))))
     return cmds

@@ -5,8 +5,10 @@
   ``meta['val']``.
 - ``aten``: the table of ATen overloads and the builders that map them onto IR ops; anything else becomes
   an ``Extern`` that runs in PyTorch.
+- ``masks``: constant causal attention masks, recognised by their value and stated as facts of the graph.
 """
 from .capture import Captured, capture
 from .fx_to_ir import fx_to_ir
+from .masks import mark_causal_masks
 
-__all__ = ["Captured", "capture", "fx_to_ir"]
+__all__ = ["Captured", "capture", "fx_to_ir", "mark_causal_masks"]

@@ -26,6 +26,7 @@ from ..ir import Graph
 from . import aten
 from .constants import fold_constant_externs
 from .fx_to_ir import fx_to_ir
+from .masks import mark_causal_masks
 
 STATE_KINDS = (InputKind.PARAMETER, InputKind.BUFFER, InputKind.CONSTANT_TENSOR)
 
@@ -71,7 +72,7 @@ def capture(fn_or_module, example_inputs, *, fold_params: bool = True) -> Captur
     else:
         graph = fx_to_ir(program.graph_module)
         param_inputs = {k: v.detach() for k, v in state.items()}
-    graph = fold_constant_externs(graph)
+    graph = mark_causal_masks(fold_constant_externs(graph))
     input_names = [spec.arg.name for spec in signature.input_specs if spec.kind == InputKind.USER_INPUT]
     source = fn_or_module if isinstance(fn_or_module, torch.nn.Module) else None
     return Captured(graph, input_names, program.call_spec.out_spec, source, param_inputs)

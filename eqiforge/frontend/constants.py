@@ -2,7 +2,7 @@
 
 A mask built from ``torch.ones``/``triu``/``arange`` (a causal mask, SDPA's ``is_causal``) reaches the IR as
 extern calls on constants; evaluated here they become constant tensors that the algebra can reason
-around and that the plan can recognise (a causal bias becomes a causal attention kernel). Only
+around and that masks.py can recognise (a causal bias becomes a causal attention kernel). Only
 deterministic calls are evaluated (never ``rand``/``dropout``), and never ones that read parameters, which
 may be live.
 """
@@ -22,7 +22,7 @@ def fold_constant_externs(graph: Graph) -> Graph:
     """A copy of ``graph`` where deterministic externs of constants (Fill nodes, other such externs, and
     ops over them) are constant tensors (Param leaves named ``const_<extern>_<output>``). Only what those
     externs read is evaluated: constant ops that no extern reads stay IR nodes (the plan folds them, or
-    the causal-mask recognition drops them) and cost no memory here."""
+    a causal kernel leaves them unused) and cost no memory here."""
     out = Graph(externs=dict(graph.externs))
     remap: dict[int, int] = {}
     constant: set[int] = set()

@@ -1,0 +1,104 @@
+"""Recognise constant causal attention masks by their value, so the e-graph can use them.
+
+A causal mask is built from constants (``torch.ones(...).triu(1)``, ``arange`` comparisons, a registered
+buffer sliced to the sequence length, SDPA's ``is_causal``), and a fused attention kernel can skip the tiles
+above the diagonal instead of adding -inf. Whether a constant is that pattern depends on its value, which
+egglog cannot compute, so it is checked here and stated as a fact of the IR graph (``Graph.facts``); the
+encoder adds the facts to the e-graph, and a rule of ``rules/attention.egg`` makes a biased attention kernel
+whose bias is causal the causal kernel there, where extraction and the report see it.
+
+The pattern (the attention kernel's, see eqiforge/lower/kernels.py): on the last two dims [Sq, Sk], key j
+is masked for query i when j > i + (Sk - Sq) (the bottom-right diagonal), and the leading dims are 1 (the
+same for every batch). ``causal-bias``: a float tensor, 0 where seen and -inf where masked; ``causal-mask``:
+a bool tensor true where masked (``masked_fill``'s mask). Both relations are declared in rules/schema.egg.
+
+Cheap by construction: only nodes computed from Params and Fills through elementwise and data-movement ops
+(no products, reductions or externs), float or bool, of rank >= 2 with size-1 leading dims, and read by an
+Add or a Where (directly or through data movement) are candidates; each is evaluated once (with what it
+reads, and nothing else), and two corners are looked at before the whole value is compared.
+"""
+from __future__ import annotations
+
+import torch
+from torch._subclasses.fake_tensor import unset_fake_temporarily
+
+from .. import ops
+from ..ir import Graph, run_node
+
+CAUSAL_BIAS = "causal-bias"
+CAUSAL_MASK = "causal-mask"
+
+#: op kinds a mask is computed with (leaves other than Input, elementwise ops, casts, data movement)
+MASK_OP_KINDS = ("unary", "binary", "compare", "where", "cast", "movement")
+FLOATS = ("float16", "bfloat16", "float32", "float64")
+
+
+def mark_causal_masks(graph: Graph) -> Graph:
+    """Add to ``graph.facts`` the live nodes whose constant value is a causal bias or mask; returns it."""
+    live = graph.live_nodes()
+    constant: set[int] = set()
+    for i in live:  # topological: a node's operands are classified before it
+        n = graph.nodes[i]
+        if n.op in ("Param", "Fill") or (ops.get(n.op).kind in MASK_OP_KINDS and all(j in constant for j in n.inputs)):
+            constant.add(i)
+    applied = _applied_as_bias_or_mask(graph, live)
+    values: dict[int, torch.Tensor] = {}
+    with unset_fake_temporarily():  # real values, also where torch.compile hands the graph over in fake mode
+        for i in live:
+            n = graph.nodes[i]
+            if i in constant and i in applied and _mask_shaped(n):
+                fact = _causal_fact(_value(graph, i, values), n)
+                if fact and fact not in graph.facts.get(i, ()):
+                    graph.facts[i] = graph.facts.get(i, ()) + (fact,)
+    return graph
+
+
+def _applied_as_bias_or_mask(graph: Graph, live: list[int]) -> set[int]:
+    """Nodes read by an Add or a Where, directly or through data-movement ops (how a bias is added to the
+    scores, or a mask selects -inf): weights, read by products, are never evaluated here."""
+    users: dict[int, list[int]] = {i: [] for i in live}
+    for i in live:
+        for j in set(graph.nodes[i].inputs):
+            users[j].append(i)
+    applied: set[int] = set()
+    for i in reversed(live):  # users first
+        if any(graph.nodes[u].op in ("Add", "Where") or (u in applied and ops.get(graph.nodes[u].op).kind == "movement")
+               for u in users[i]):
+            applied.add(i)
+    return applied
+
+
+def _mask_shaped(node) -> bool:
+    """Float or bool, [..., Sq, Sk] with size-1 leading dims (one mask for every batch), not empty."""
+    shape = node.shape
+    return (len(shape) >= 2 and all(d == 1 for d in shape[:-2]) and 0 not in shape
+            and node.dtype in FLOATS + ("bool",))
+
+
+def _value(graph: Graph, i: int, values: dict[int, torch.Tensor]) -> torch.Tensor:
+    """Constant node ``i``'s value, evaluating what it reads first (iteratively: chains can be long)."""
+    stack = [i]
+    while stack:
+        j = stack[-1]
+        missing = [k for k in graph.nodes[j].inputs if k not in values]
+        if missing:
+            stack.extend(missing)
+            continue
+        stack.pop()
+        if j not in values:
+            values[j] = run_node(graph, graph.nodes[j], [values[k] for k in graph.nodes[j].inputs], {})
+    return values[i]
+
+
+def _causal_fact(value: torch.Tensor, node) -> str | None:
+    """CAUSAL_BIAS or CAUSAL_MASK when ``value`` is that pattern, else None."""
+    sq, sk = node.shape[-2:]
+    v = value.reshape(sq, sk)
+    masked, seen = (True, False) if node.dtype == "bool" else (float("-inf"), 0.0)
+    if v[-1, -1].item() != seen or (sq > 1 and v[0, -1].item() != masked):  # most constants fail here
+        return None
+    above = torch.ones(sq, sk, dtype=torch.bool, device=v.device).triu(sk - sq + 1)
+    if node.dtype == "bool":
+        return CAUSAL_MASK if torch.equal(v, above) else None
+    bias = torch.zeros(sq, sk, dtype=v.dtype, device=v.device).masked_fill(above, float("-inf"))
+    return CAUSAL_BIAS if torch.equal(v, bias) else None
