@@ -70,8 +70,6 @@ def build_plan(snap, choice: dict[int, int], source: Graph, cost_model, fold_con
             built[c] = graph.param(attrs[0], source.params[attrs[0]])
         else:
             built[c] = graph.add(op, kids, attrs, shape=shape, dtype=dtype)
-        if op == "AttentionK" and not attrs[2] and len(kids) == 4 and _is_causal_bias(consts.get(kids[3]), shape):
-            built[c] = graph.add(op, kids[:3], (attrs[0], attrs[1], 1), shape=shape, dtype=dtype)
         node = graph.nodes[built[c]]
         if op in ("Param", "Fill") or (op not in ("Input", "Extern") and kids and all(k in consts for k in kids)):
             consts[built[c]] = run_node(graph, node, [consts[k] for k in kids], {})
@@ -86,17 +84,6 @@ def build_plan(snap, choice: dict[int, int], source: Graph, cost_model, fold_con
     eclass = {remap[i]: c for c, i in built.items() if i in remap}
     return Plan(graph, price(graph, cost_model), getattr(cost_model, "name", ""), folded, getattr(device, "sms", None),
                 eclass)
-
-
-def _is_causal_bias(bias: torch.Tensor | None, out_shape) -> bool:
-    """A constant bias that is 0 on and below the (bottom-right) diagonal and -inf above it, the same for
-    every batch: the attention kernel is then causal, skipping the masked tiles instead of adding -inf."""
-    if bias is None or bias.dim() < 2 or any(d != 1 for d in bias.shape[:-2]):
-        return False
-    sq, sk = bias.shape[-2:]
-    above = torch.ones(sq, sk, dtype=torch.bool).triu(sk - sq + 1)
-    causal = torch.zeros(sq, sk, dtype=bias.dtype).masked_fill(above, float("-inf"))
-    return sq == out_shape[-2] and torch.equal(bias.reshape(sq, sk), causal)
 
 
 def compact(graph: Graph) -> tuple[Graph, dict[int, int]]:
