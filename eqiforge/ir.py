@@ -23,6 +23,11 @@ class Node:
     shape: ops.Shape
     dtype: str
 
+    @property
+    def a(self):
+        """The attributes by name (``node.a.causal``), as the op table names them."""
+        return ops.get(self.op).named(self.attrs)
+
 
 @dataclass
 class ExternCall:

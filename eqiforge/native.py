@@ -9,6 +9,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from . import ops
+
 ACC = ("acc",)
 BIAS = ("bin", "add", ACC, ("in", 0))  # acc + bias
 SCALE = ("bin", "mul", ACC, ("in", 0))  # x_hat * w
@@ -22,23 +24,23 @@ def _is_row(shape, n: int) -> bool:
 
 
 def is_native(op: str, attrs: tuple, in_shapes) -> bool:
+    """Whether kernel node ``op(attrs)`` on operands of ``in_shapes`` is one native PyTorch call."""
+    if op not in CALLS:
+        return False
+    a = ops.get(op).named(attrs)
     if op == "RowReduceK":
-        kind, prologue, epilogue, _ = attrs
-        if prologue != ("x",) or kind == "moments":  # moments: no single PyTorch call
+        if a.prologue != ("x",) or a.kind == "moments":  # moments: no single PyTorch call
             return False
         n = in_shapes[0][-1]
-        return epilogue == ACC or (kind in NORMS and epilogue in (SCALE, AFFINE)
-                                   and all(_is_row(s, n) for s in in_shapes[1:]))
+        return a.epilogue == ACC or (a.kind in NORMS and a.epilogue in (SCALE, AFFINE)
+                                     and all(_is_row(s, n) for s in in_shapes[1:]))
     if op == "AttentionK":  # PyTorch's causal mask is top-left aligned: the same as ours only when square
         q, k = in_shapes[0], in_shapes[1]
-        return not attrs[2] or q[-2] == (k[-1] if attrs[0] == "T" else k[-2])
-    if op == "GemmK":
-        _, layout_b, tile, split_k, epilogue = attrs
-        if tile or split_k != 1:
-            return False
-        n = in_shapes[1][-1] if layout_b == "N" else in_shapes[1][-2]
-        return epilogue == ACC or (epilogue == BIAS and len(in_shapes[0]) == 2 and _is_row(in_shapes[2], n))
-    return False
+        return not a.causal or q[-2] == (k[-1] if a.layout_k == "T" else k[-2])
+    if a.tile or a.split_k != 1:  # GemmK
+        return False
+    n = in_shapes[1][-1] if a.layout_b == "N" else in_shapes[1][-2]
+    return a.epilogue == ACC or (a.epilogue == BIAS and len(in_shapes[0]) == 2 and _is_row(in_shapes[2], n))
 
 
 def row_reduce(x, kind, prologue, epilogue, eps, extras):

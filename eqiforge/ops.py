@@ -17,12 +17,16 @@ IR conventions that keep the algebra simple (the frontend establishes them):
 """
 from __future__ import annotations
 
+import functools
 import math
 import re
+from collections import namedtuple
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
 import torch
+
+from . import kernel_semantics
 
 Shape = tuple[int, ...]
 
@@ -65,6 +69,26 @@ class OpDef:
     torch_src: str | None = None  # PyTorch source in generated code, operands {0}, {1}, ...
     triton: str | None = None  # Triton expression in a fused kernel (tl builtins, operands {0}, {1});
     # None for the few that lower/triton/epilogue.py renders itself
+    attr_names: tuple[str, ...] = ()  # one per attribute: code reads attributes by these names (``named``)
+    config: tuple[str, ...] = ()  # attributes that say how a kernel runs, not what it computes (tile, split-K)
+
+    def __post_init__(self):
+        if len(self.attr_names) != len(self.attrs) or not set(self.config) <= set(self.attr_names):
+            raise ValueError(f"op {self.name}: attributes {self.attrs} need one name each, got {self.attr_names}")
+
+    @functools.cached_property
+    def Attrs(self) -> type:  # noqa: N802 - a class
+        """The named tuple of this op's attributes (``GemmKAttrs(layout_a, layout_b, tile, ...)``)."""
+        return namedtuple(f"{self.name}Attrs", self.attr_names)
+
+    def named(self, attrs: tuple):
+        """``attrs`` as this op's named tuple, so code says ``.causal``, not ``[2]``."""
+        return self.Attrs(*attrs)
+
+    @property
+    def exprs(self) -> tuple[str, ...]:
+        """Names of its fused-expression attributes, in order; the last one computes the stored result."""
+        return tuple(n for n, kind in zip(self.attr_names, self.attrs) if kind == "epi")
 
     @property
     def epi(self) -> str | None:
@@ -104,7 +128,7 @@ def _leaf(_ins, _attrs) -> Shape:
 
 
 def _fill(_ins, attrs) -> Shape:
-    return tuple(attrs[1])
+    return tuple(attrs.shape)
 
 
 def _permute(ins, attrs) -> Shape:
@@ -205,21 +229,20 @@ def gelu_tanh(x):
 
 # ------------------------------------------------------------------------------------ kernel layer ops
 # Implementation choices that live in the same e-classes as the algebra they implement (rules/fusion.egg,
-# layout.egg, tiling.egg). Their reference implementations give the kernels' exact semantics in PyTorch:
-# the rule tests check them and the torch backend can run them. Signature order: fixed operands,
-# attributes, then the vector of extra inputs (passed as a list).
+# layout.egg, tiling.egg). Their reference implementations are the kernel kinds of kernel_semantics.py with
+# their fused expressions evaluated around them: the rule tests check them and the torch backend can run
+# them. Signature order: fixed operands, attributes, then the vector of extra inputs (passed as a list).
 
 def _transposed(shape: Shape, layout: str) -> Shape:
     return shape[:-2] + (shape[-1], shape[-2]) if layout == "T" else shape
 
 
 def _gemm_shape(ins, attrs) -> Shape:
-    layout_a, layout_b = attrs[0], attrs[1]
-    return _matmul([_transposed(ins[0], layout_a), _transposed(ins[1], layout_b)], ())
+    return _matmul([_transposed(ins[0], attrs.layout_a), _transposed(ins[1], attrs.layout_b)], ())
 
 
 def _pointwise_shape(_ins, attrs) -> Shape:
-    return tuple(attrs[1])
+    return tuple(attrs.shape)
 
 
 ROW_RESULT_KINDS = ("sum", "max", "min")  # one value per row; "moments" two; the other kinds whole rows
@@ -227,9 +250,9 @@ ROW_RESULT_KINDS = ("sum", "max", "min")  # one value per row; "moments" two; th
 
 def _row_reduce_shape(ins, attrs) -> Shape:
     x = ins[0]
-    if attrs[0] == "moments":
+    if attrs.kind == "moments":
         return x[:-1] + (2,)
-    return x[:-1] + (1,) if attrs[0] in ROW_RESULT_KINDS else x
+    return x[:-1] + (1,) if attrs.kind in ROW_RESULT_KINDS else x
 
 
 def evaluate(expr: tuple, acc: torch.Tensor | None, extras: list[torch.Tensor], x: torch.Tensor | None = None):
@@ -273,9 +296,7 @@ def accumulator(x: torch.Tensor) -> torch.dtype:
 
 
 def gemm_kernel(a, b, layout_a, layout_b, tile, split_k, epilogue, extras):
-    a_ = a.transpose(-1, -2) if layout_a == "T" else a
-    b_ = b.transpose(-1, -2) if layout_b == "T" else b
-    acc = torch.matmul(a_.to(accumulator(a)), b_.to(accumulator(a)))
+    acc = kernel_semantics.gemm(a, b, layout_a == "T", layout_b == "T", accumulator(a))
     return evaluate(epilogue, acc, extras).to(_result_dtype(epilogue, a))
 
 
@@ -284,24 +305,9 @@ def pointwise_kernel(expr, shape, inputs):
 
 
 def row_reduce_kernel(x, kind, prologue, epilogue, eps, extras):
-    v = evaluate(prologue, None, extras, x)
-    if kind == "sum":
-        acc = v.sum(-1, keepdim=True)
-    elif kind in ("max", "min"):
-        acc = v.amax(-1, keepdim=True) if kind == "max" else v.amin(-1, keepdim=True)
-    elif kind == "softmax":
-        acc = torch.softmax(v, -1)
-    elif kind == "log_softmax":
-        acc = torch.log_softmax(v, -1)
-    elif kind == "layer_norm":
-        acc = torch.nn.functional.layer_norm(v, v.shape[-1:], eps=eps)
-    elif kind == "rms_norm":
-        acc = v * torch.rsqrt(v.square().mean(-1, keepdim=True) + eps)
-    elif kind == "moments":  # a layer norm's statistics: the mean and 1/std of each row, side by side
-        var, mean = torch.var_mean(v, -1, correction=0, keepdim=True)
-        acc = torch.cat([mean, torch.rsqrt(var + eps)], -1)
-    else:
+    if kind not in kernel_semantics.ROW:
         raise ValueError(f"unknown row reduction {kind!r}")
+    acc = kernel_semantics.row_reduce(evaluate(prologue, None, extras, x), kind, eps)
     return evaluate(epilogue, acc, extras).to(_result_dtype(epilogue, x))
 
 
@@ -313,7 +319,7 @@ def _grouped(q_batch: Shape, kv_batch: Shape) -> bool:
 
 def _attention_shape(ins, attrs) -> Shape:
     q, k, v = ins[:3]
-    layout_k = attrs[0]
+    layout_k = attrs.layout_k
     keys = k[-1] if layout_k == "T" else k[-2]
     if (not _grouped(q[:-2], v[:-2]) or k[:-2] != v[:-2] or keys != v[-2]
             or (k[-2] if layout_k == "T" else k[-1]) != q[-1]):
@@ -322,36 +328,29 @@ def _attention_shape(ins, attrs) -> Shape:
 
 
 def attention_kernel(q, k, v, layout_k, scale, causal, extras):
-    """softmax(scale * q k^T + bias, causal-masked) v, in fp32 or fp64 (what the fused kernel computes)."""
-    kt = k if layout_k == "T" else k.transpose(-1, -2)
-    if q.dim() > 2 and kt.shape[-3] != q.shape[-3]:  # grouped-query: each k/v head serves q.heads / kv.heads
-        kt, v = (t.repeat_interleave(q.shape[-3] // t.shape[-3], dim=-3) for t in (kt, v))
-    acc = accumulator(q)
-    scores = torch.matmul(q.to(acc), kt.to(acc)) * scale
-    if extras:
-        scores = scores + extras[0].to(acc)
-    if causal:
-        sq, sk = scores.shape[-2:]
-        scores = scores.masked_fill(torch.ones(sq, sk, dtype=torch.bool).triu(sk - sq + 1), float("-inf"))
-    probs = torch.softmax(scores, -1).nan_to_num(0.0) if causal or extras else torch.softmax(scores, -1)
-    return torch.matmul(probs, v.to(acc)).to(q.dtype)  # a fully masked row gives 0, as in PyTorch's SDPA
+    bias = extras[0] if extras else None
+    return kernel_semantics.attention(q, k, v, scale, causal, layout_k == "T", bias, accumulator(q)).to(q.dtype)
 
 
 _U, _B = ("unary", 1), ("binary", 2)
 _EW = frozenset({"elementwise"})
 _TR = frozenset({"elementwise", "transcendental"})
+_K = frozenset({"kernel"})
 
 
-def _op(name, kind_arity, impl, tags=_EW, attrs=(), shape=_same, **kw) -> OpDef:
+def _op(name, kind_arity, impl, tags=_EW, attrs: dict[str, str] | None = None, shape=_same, **kw) -> OpDef:
+    """An entry; ``attrs`` maps each attribute's name to its kind, in signature order."""
     kind, arity = kind_arity
-    return OpDef(name, kind, arity, attrs, shape, impl, frozenset(tags), **kw)
+    attrs = attrs or {}
+    return OpDef(name, kind, arity, tuple(attrs.values()), shape, impl, frozenset(tags),
+                 attr_names=tuple(attrs), **kw)
 
 
 OPS: dict[str, OpDef] = {o.name: o for o in [
     # leaves: graph inputs, parameters/constants (foldable), and constant-filled tensors (scalars)
-    OpDef("Input", "leaf", 0, ("str",), _leaf, None, frozenset({"leaf"})),
-    OpDef("Param", "leaf", 0, ("str",), _leaf, None, frozenset({"leaf", "constant"})),
-    OpDef("Fill", "leaf", 0, ("f64", "dims", "str"), _fill, None, frozenset({"leaf", "constant"})),
+    _op("Input", ("leaf", 0), None, {"leaf"}, {"name": "str"}, _leaf),
+    _op("Param", ("leaf", 0), None, {"leaf", "constant"}, {"name": "str"}, _leaf),
+    _op("Fill", ("leaf", 0), None, {"leaf", "constant"}, {"value": "f64", "shape": "dims", "dtype": "str"}, _fill),
     # elementwise unary: reference implementation, ATen ops, PyTorch source, Triton expression
     _op("Neg", _U, torch.neg, aten=("neg",), torch_src="torch.neg({0})", triton="-{0}"),
     _op("Exp", _U, torch.exp, _TR, aten=("exp",), torch_src="torch.exp({0})", triton="tl.exp({0})"),
@@ -406,30 +405,31 @@ OPS: dict[str, OpDef] = {o.name: o for o in [
     _op("Where", ("where", 3), torch.where, shape=_where, torch_src="torch.where({0}, {1}, {2})",
         aten=("where.self", "where.ScalarSelf", "where.ScalarOther", "where.Scalar", "masked_fill.Scalar",
               "masked_fill.Tensor")),
-    _op("Cast", ("cast", 1), cast, attrs=("str",)),
+    _op("Cast", ("cast", 1), cast, attrs={"dtype": "str"}),
     # data movement
-    _op("Permute", ("movement", 1), permute, {"view"}, ("dims",), _permute),
-    _op("Reshape", ("movement", 1), reshape, {"view"}, ("dims",), _reshape),
-    _op("Expand", ("movement", 1), expand, {"view"}, ("dims",), _expand),
-    _op("Slice", ("movement", 1), slice_dim, {"view"}, ("i64", "i64", "i64"), _slice),
-    _op("Concat", ("movement", 2), concat, frozenset(), ("i64",), _concat),
+    _op("Permute", ("movement", 1), permute, {"view"}, {"perm": "dims"}, _permute),
+    _op("Reshape", ("movement", 1), reshape, {"view"}, {"shape": "dims"}, _reshape),
+    _op("Expand", ("movement", 1), expand, {"view"}, {"shape": "dims"}, _expand),
+    _op("Slice", ("movement", 1), slice_dim, {"view"}, {"dim": "i64", "start": "i64", "end": "i64"}, _slice),
+    _op("Concat", ("movement", 2), concat, frozenset(), {"dim": "i64"}, _concat),
     # contraction and reductions
     _op("MatMul", ("matmul", 2), torch.matmul, frozenset(), shape=_matmul, torch_src="torch.matmul({0}, {1})"),
-    _op("Sum", ("reduce", 1), sum_keepdim, {"reduction"}, ("dims",), _reduce),
-    _op("Amax", ("reduce", 1), amax_keepdim, {"reduction"}, ("dims",), _reduce),
-    _op("Amin", ("reduce", 1), amin_keepdim, {"reduction"}, ("dims",), _reduce),
-    # a PyTorch call the optimizer does not look into: (key, output index, operands)
-    OpDef("Extern", "extern", 0, ("str", "i64"), _leaf, None, frozenset({"extern"}), variadic=True),
-    # kernel layer
-    OpDef("GemmK", "kernel", 2, ("str", "str", "tile", "i64", "epi"), _gemm_shape, gemm_kernel,
-          frozenset({"kernel"}), variadic=True),
-    OpDef("PointwiseK", "kernel", 0, ("epi", "dims"), _pointwise_shape, pointwise_kernel, frozenset({"kernel"}),
-          variadic=True),
-    OpDef("RowReduceK", "kernel", 1, ("str", "epi", "epi", "f64"), _row_reduce_shape, row_reduce_kernel,
-          frozenset({"kernel"}), variadic=True),
-    # fused attention: q, k, v; layout of k ("T": given as [..., D, Sk]), scale, causal (0/1); extra: bias
-    OpDef("AttentionK", "kernel", 3, ("str", "f64", "i64"), _attention_shape, attention_kernel,
-          frozenset({"kernel"}), variadic=True),
+    _op("Sum", ("reduce", 1), sum_keepdim, {"reduction"}, {"dims": "dims"}, _reduce),
+    _op("Amax", ("reduce", 1), amax_keepdim, {"reduction"}, {"dims": "dims"}, _reduce),
+    _op("Amin", ("reduce", 1), amin_keepdim, {"reduction"}, {"dims": "dims"}, _reduce),
+    # a PyTorch call the optimizer does not look into: its operands, and which output of the call it is
+    _op("Extern", ("extern", 0), None, {"extern"}, {"key": "str", "output": "i64"}, _leaf, variadic=True),
+    # kernel layer (the attribute names are those of the kernel specs, eqiforge/lower/kernels.py)
+    _op("GemmK", ("kernel", 2), gemm_kernel, _K, {"layout_a": "str", "layout_b": "str", "tile": "tile",
+                                                  "split_k": "i64", "epilogue": "epi"}, _gemm_shape,
+        variadic=True, config=("tile", "split_k")),
+    _op("PointwiseK", ("kernel", 0), pointwise_kernel, _K, {"expr": "epi", "shape": "dims"}, _pointwise_shape,
+        variadic=True),
+    _op("RowReduceK", ("kernel", 1), row_reduce_kernel, _K,
+        {"kind": "str", "prologue": "epi", "epilogue": "epi", "eps": "f64"}, _row_reduce_shape, variadic=True),
+    # fused attention: q, k, v; k's layout ("T": given as [..., D, Sk]), scale, causal (0/1); extra: a bias
+    _op("AttentionK", ("kernel", 3), attention_kernel, _K, {"layout_k": "str", "scale": "f64", "causal": "i64"},
+        _attention_shape, variadic=True),
 ]}
 
 COMPARE_OPS = frozenset(n for n, o in OPS.items() if o.kind == "compare")
@@ -449,20 +449,20 @@ def infer_shape(name: str, in_shapes: list[Shape], attrs: tuple) -> Shape:
     op = get(name)
     if len(in_shapes) < op.arity or (len(in_shapes) > op.arity and not op.variadic):
         raise ShapeError(f"{name} takes {op.arity}{'+' if op.variadic else ''} operands, got {len(in_shapes)}")
-    return op.shape([tuple(s) for s in in_shapes], attrs)
+    return op.shape([tuple(s) for s in in_shapes], op.named(attrs))
 
 
 def infer_dtype(name: str, in_dtypes: list[str], attrs: tuple) -> str:
-    """Output dtype: casts give their target, comparisons bool, Where its branches, others their operand."""
-    if name == "Cast":
-        return attrs[0]
-    if name == "Fill":
-        return attrs[2]
+    """Output dtype: casts give their target, comparisons bool, Where its branches, kernels their stored
+    expression's final cast, others their operand."""
+    if name in ("Cast", "Fill"):
+        return get(name).named(attrs).dtype
     if name in COMPARE_OPS:
         return "bool"
     if name == "Where":
         return in_dtypes[1]
-    expr = {"GemmK": 4, "PointwiseK": 0, "RowReduceK": 2}.get(name)
-    if expr is not None and attrs[expr][0] == "cast":
-        return attrs[expr][1]
+    exprs = get(name).exprs
+    result = get(name).named(attrs)._asdict()[exprs[-1]] if exprs else None  # the expression stored
+    if result is not None and result[0] == "cast":
+        return result[1]
     return in_dtypes[0]

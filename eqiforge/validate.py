@@ -105,8 +105,8 @@ def _promoted(graph: Graph) -> Graph:
     for n in graph.nodes:
         dtype = "float64" if n.dtype in TOLERANCE else n.dtype
         attrs = n.attrs
-        if n.op in ("Fill", "Cast") and attrs[-1] in TOLERANCE:
-            attrs = attrs[:-1] + ("float64",)
+        if n.op in ("Fill", "Cast") and n.a.dtype in TOLERANCE:
+            attrs = tuple(n.a._replace(dtype="float64"))
         out.nodes.append(type(n)(n.op, n.inputs, attrs, n.shape, dtype))
     out.outputs = list(graph.outputs)
     return out

@@ -17,6 +17,7 @@ import hashlib
 import json
 from pathlib import Path
 
+from .. import ops
 from .features import NodeFeatures, node_features
 
 RECORDS_FILE = "records.jsonl"
@@ -37,8 +38,8 @@ def kernel_record(op: str, in_shapes, in_dtypes, out_shape, dtype: str, attrs: t
            "out_shape": list(out_shape), "dtype": dtype, "attrs": json.loads(json.dumps(attrs))}
     rec["key"] = digest(rec)
     rec["shape"] = digest(op, rec["in_shapes"], rec["out_shape"])
-    config = {"GemmK": (2, 3)}.get(op, ())  # GEMM tile and split-K are the configuration, not the problem
-    problem = [a for i, a in enumerate(rec["attrs"]) if i not in config]
+    kernel = ops.get(op)  # its configuration (a GEMM's tile and split-K) is not part of the problem
+    problem = [a for name, a in zip(kernel.attr_names, rec["attrs"]) if name not in kernel.config]
     rec["group"] = digest(rec["shape"], rec["in_dtypes"], rec["dtype"], problem)
     return rec
 

@@ -45,20 +45,19 @@ def _kernel_work(op_name, in_shapes, read, out_shape, attrs):
     """(bytes read per operand, FLOPs) of a kernel node. A row reduction whose prologue never reads x
     (it computes from its extra inputs) takes x only for its shape."""
     out = ops.numel(out_shape)
+    a = ops.get(op_name).named(attrs)
     if op_name == "GemmK":
-        layout_a, _, _, _, epilogue = attrs
-        k = in_shapes[0][-2] if layout_a == "T" else in_shapes[0][-1]
-        return read, 2.0 * out * k + out * fused.flops_per_element(epilogue)
+        k = in_shapes[0][-2] if a.layout_a == "T" else in_shapes[0][-1]
+        return read, 2.0 * out * k + out * fused.flops_per_element(a.epilogue)
     if op_name == "PointwiseK":
-        return read, out * fused.flops_per_element(attrs[0])
+        return read, out * fused.flops_per_element(a.expr)
     if op_name == "AttentionK":  # two products over [Sq, Sk] scores, plus the softmax on them
         q, v = in_shapes[0], in_shapes[2]
-        scores = ops.numel(q[:-1]) * v[-2] * (0.5 if attrs[2] else 1.0)  # causal: tiles above the diagonal skipped
+        scores = ops.numel(q[:-1]) * v[-2] * (0.5 if a.causal else 1.0)  # causal: tiles above the diagonal skipped
         return read, scores * (2.0 * q[-1] + 2.0 * v[-1] + 5.0)
-    _, prologue, epilogue, _ = attrs
     x = ops.numel(in_shapes[0])
-    flops = x * (4.0 + fused.flops_per_element(prologue)) + out * fused.flops_per_element(epilogue)
-    return ([read[0] if _reads_x(prologue) else 0] + read[1:]), flops
+    flops = x * (4.0 + fused.flops_per_element(a.prologue)) + out * fused.flops_per_element(a.epilogue)
+    return ([read[0] if _reads_x(a.prologue) else 0] + read[1:]), flops
 
 
 def _reads_x(expr: tuple) -> bool:

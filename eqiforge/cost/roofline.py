@@ -80,7 +80,8 @@ class RooflinePrior:
         return dev.launch_us * 1e-6 + max(compute, memory) + host
 
     def _gemm_kernel_seconds(self, f: NodeFeatures, memory: float) -> float:
-        layout_a, _, tile, split_k, _ = f.attrs
+        attrs = ops.get("GemmK").named(f.attrs)
+        layout_a, tile, split_k = attrs.layout_a, attrs.tile, attrs.split_k
         if not tile and self.kernels:
             return math.inf  # not yet tiled: not executable as a generated kernel
         tile = tile or (TILE, TILE, 32, 8, 4, 3)  # a native PyTorch matmul: its library picks good tiles

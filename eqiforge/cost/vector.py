@@ -41,12 +41,16 @@ def expr_size(expr) -> int:
     return 1 + sum(expr_size(e) for e in expr[1:] if isinstance(e, tuple))
 
 
+def _attrs(f: NodeFeatures):
+    return ops.get(f.op).named(f.attrs)
+
+
 def problem_dims(f: NodeFeatures) -> tuple[int, int, int, int]:
     """(M, N, K, batch) of a kernel node. GEMM: out[..., M, N] over K. Pointwise: rows x last dim, K = 1.
     Row reduction: rows x reduced length of x, K = 1."""
     if f.op == "GemmK":
         *batch, m, n = f.out_shape
-        k = f.in_shapes[0][-2] if f.attrs[0] == "T" else f.in_shapes[0][-1]
+        k = f.in_shapes[0][-2] if _attrs(f).layout_a == "T" else f.in_shapes[0][-1]
         return m, n, k, ops.numel(batch)
     shape = f.in_shapes[0] if f.op == "RowReduceK" else f.out_shape
     last = shape[-1] if shape else 1
@@ -58,7 +62,7 @@ def launch_config(f: NodeFeatures) -> dict:
     no such knob (its template chooses)."""
     m, n, _, batch = problem_dims(f)
     if f.op == "GemmK":
-        tile, split_k = f.attrs[2], f.attrs[3]
+        tile, split_k = _attrs(f).tile, _attrs(f).split_k
         block_m, block_n, block_k, group_m, warps, stages = tile or (0, 0, 0, 0, 0, 0)
         grid = batch * math.ceil(m / block_m) * math.ceil(n / block_n) * split_k if tile else 0
         return dict(block_m=block_m, block_n=block_n, block_k=block_k, group_m=group_m, warps=warps,
@@ -75,8 +79,9 @@ def waves(grid: int, sms: int) -> tuple[float, int, float]:
 
 def fused_work(f: NodeFeatures) -> tuple[float, int, int]:
     """(fused FLOPs per element, fused expression nodes, extra inputs) of a kernel node."""
-    exprs = {"GemmK": f.attrs[4:5], "PointwiseK": f.attrs[:1], "RowReduceK": f.attrs[1:3]}[f.op]
-    extras = len(f.in_shapes) - {"GemmK": 2, "PointwiseK": 0, "RowReduceK": 1}[f.op]
+    op = ops.get(f.op)
+    exprs = [getattr(_attrs(f), name) for name in op.exprs]
+    extras = len(f.in_shapes) - op.arity
     return sum(fused.flops_per_element(e) for e in exprs), sum(expr_size(e) for e in exprs), extras
 
 
@@ -92,7 +97,7 @@ def feature_vector(f: NodeFeatures, device: Device, resources: dict | None = Non
     per_sm, full, efficiency = waves(cfg["grid"], device.sms)
     smem = cfg["stages"] * (cfg["block_m"] + cfg["block_n"]) * cfg["block_k"] * ops.dtype_size(f.dtype)
     flops_pe, expr_nodes, extras = fused_work(f)
-    transposed = (f.attrs[0] == "T", f.attrs[1] == "T") if f.op == "GemmK" else (False, False)
+    transposed = (_attrs(f).layout_a == "T", _attrs(f).layout_b == "T") if f.op == "GemmK" else (False, False)
     res = resources or {}
     values = [
         *(float(f.op == o) for o in KERNEL_OPS), *(float(f.dtype == d) for d in DTYPES),
