@@ -9,6 +9,8 @@ import math
 import os
 from dataclasses import dataclass, field
 
+import torch
+
 from . import cost, frontend, validate
 from .egraph import saturate as sat
 from .errors import EqiforgeError
@@ -16,6 +18,7 @@ from .extract import Extraction, extract
 from .extract.dag import Selection
 from .lower.plan import Plan, build_plan, price
 from .lower.torch_code import to_torch_code
+from .lower.writer import provenance
 from .report import Report, StageTimer
 from .runtime import OptimizedModule
 from .runtime.triton_plan import TritonPlan
@@ -55,11 +58,17 @@ def optimize(fn, example_inputs, **options) -> OptimizedModule:
     with timer("capture"):
         captured = frontend.capture(fn, example_inputs, fold_params=opts.fold_constants)
     return optimize_graph(captured.graph, captured.input_names, captured.out_spec, opts, timer,
-                          bound=captured.param_inputs, examples=list(example_inputs))
+                          bound=captured.param_inputs, examples=list(example_inputs), title=program_title(fn))
+
+
+def program_title(fn) -> str:
+    """How generated code names the program: a function's qualified name, a module's class."""
+    name = getattr(fn, "__qualname__", None) if not isinstance(fn, torch.nn.Module) else None
+    return name or type(fn).__name__
 
 
 def optimize_graph(graph, input_names, out_spec, opts: Options, timer: StageTimer, bound=None,
-                   examples=None) -> OptimizedModule:
+                   examples=None, title: str = "a program") -> OptimizedModule:
     """The stages after capture, shared by ``optimize`` and the torch.compile backend. ``bound`` maps graph
     inputs that are not call arguments (live parameters) to their tensors; ``examples`` are the call's
     inputs the plan is checked on (None: random ones)."""
@@ -71,7 +80,7 @@ def optimize_graph(graph, input_names, out_spec, opts: Options, timer: StageTime
     names = list(schedule.rulesets)
     with _progress(opts.progress) as on_step, timer("saturate"):
         snap, saturation = sat.saturate(graph, schedule, on_step=on_step, assume_finite=opts.assume_finite)
-    lowering = _Lowering(snap, graph, input_names, bound, model, opts)
+    lowering = _Lowering(snap, graph, input_names, bound, model, opts, title, names)
     with timer("extract"):
         node_cost = model.predict(cost.snapshot_features(snap, opts.fold_constants))
         selection = extract(snap, node_cost, method=opts.extractor, time_limit=opts.extract_seconds)
@@ -99,14 +108,14 @@ def optimize_graph(graph, input_names, out_spec, opts: Options, timer: StageTime
 class _Lowering:
     """Extracted selections to runnable plans, and the plan check that decides which one is returned."""
 
-    def __init__(self, snap, graph, input_names, bound, model, opts: Options):
+    def __init__(self, snap, graph, input_names, bound, model, opts: Options, title: str, rulesets):
         self.snap, self.graph, self.input_names, self.bound = snap, graph, input_names, bound
-        self.model, self.opts = model, opts
+        self.model, self.opts, self.title, self.rulesets = model, opts, title, rulesets
 
     def lower(self, selection):
         plan = build_plan(self.snap, selection.choice, self.graph, self.model, self.opts.fold_constants)
         plan.graph.verify()
-        return (plan, *_lower(plan, self.input_names, self.bound, self.opts.backend))
+        return (plan, *_lower(plan, self.input_names, self.bound, self.opts.backend, self.title, self.rulesets))
 
     def checked(self, selection, plan, runner, source, notes, node_cost, examples):
         """The first of: this plan, plans extracted again without the e-nodes where a failing plan left the
@@ -145,7 +154,8 @@ class _Lowering:
     def _captured_program(self, check, history):
         """The program as captured, unoptimized, on the torch backend (what a failing plan falls back to)."""
         plan = Plan(self.graph, price(self.graph, self.model), self.model.name)
-        runner = TorchPlan(to_torch_code(self.graph, self.input_names, self.bound))
+        header = provenance(plan, self.title, []) + ["the captured program, unoptimized: the plan failed its check"]
+        runner = TorchPlan(to_torch_code(self.graph, self.input_names, self.bound, header))
         verdict = check(runner)
         if not verdict.ok:
             raise EqiforgeError(f"the captured program itself fails the plan check ({verdict.describe()}); "
@@ -155,12 +165,13 @@ class _Lowering:
         return selection, plan, runner, runner.source, [], text
 
 
-def _lower(plan, input_names, bound, backend):
+def _lower(plan, input_names, bound, backend, title, rulesets):
     """(runner, its source, notes for the report) for the chosen backend."""
     if backend == "torch":
-        runner = TorchPlan(to_torch_code(plan.graph, input_names, bound))
+        runner = TorchPlan(to_torch_code(plan.graph, input_names, bound, provenance(plan, title, rulesets)))
         return runner, runner.source, []
-    runner = TritonPlan(plan, input_names, {**plan.graph.params, **(bound or {})}, list(bound or {}))
+    runner = TritonPlan(plan, input_names, {**plan.graph.params, **(bound or {})}, list(bound or {}),
+                        title=title, rulesets=rulesets)
     return runner, runner.source, runner.notes
 
 

@@ -44,7 +44,7 @@ def _forward_compiler(opts: api.Options):
                 graph = frontend.mark_causal_masks(frontend.fx_to_ir(gm, names, {}))
             with unset_fake_temporarily():  # the pipeline computes with real tensors (folding, the plan check)
                 optimized = api.optimize_graph(graph, names, None, opts, timer,
-                                               examples=_real_inputs(example_inputs))
+                                               examples=_real_inputs(example_inputs), title="a torch.compile graph")
         except EqiforgeError as err:
             warnings.warn(f"eqiforge: running this graph unoptimized: {err}", stacklevel=2)
             return _run_unchanged(gm, example_inputs)

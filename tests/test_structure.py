@@ -12,8 +12,8 @@ from eqiforge.egraph import rulesets
 
 PACKAGE = Path(__file__).resolve().parent.parent / "eqiforge"
 # pipeline order; the shared core (ops, ir, errors) comes first and anything may import it
-ORDER = ["errors", "ops", "fused", "native", "ir", "frontend", "egraph", "cost", "extract", "lower", "runtime", "validate", "profiling", "report", "api",
-         "dynamo", "examples", "targets", "viz", "cli"]
+ORDER = ["errors", "kernel_semantics", "ops", "fused", "native", "ir", "frontend", "egraph", "cost", "extract", "lower", "runtime", "validate", "profiling", "report", "api",
+         "dynamo", "examples", "targets", "viz", "cli", "fuzz"]
 
 
 def _schema_constructors() -> dict[str, list[str]]:
@@ -142,7 +142,7 @@ def test_pyproject_ships_every_package_and_the_rules():
 
 def test_every_algebra_op_has_a_pytorch_rendering_for_generated_code():
     from eqiforge.ir import Node
-    from eqiforge.lower.codegen import torch_call
+    from eqiforge.lower.pytorch_source import torch_call
     samples = {"dims": (0,), "str": "float32", "i64": 0, "f64": 1.0}
     for name, op in ops.OPS.items():
         if op.kind in ("leaf", "extern", "kernel"):

@@ -136,10 +136,27 @@ def test_a_kernel_without_template_runs_in_pytorch_and_the_report_says_so():
     opt = eqiforge.optimize(fn, inputs, backend="triton")
     with torch.no_grad():
         assert_close(opt(*inputs), fn(*inputs))
-    assert "kernel0_attention runs in PyTorch: head dims up to 128 are supported" in " ".join(
+    assert "attention0 runs in PyTorch: head dims up to 128 are supported" in " ".join(
         opt.report.lowering_notes)
-    assert any("runs in PyTorch" in note for note in opt.report.lowering_notes)
     assert "lowering" in opt.report.summary()
+    assert "def attention(q, k, v" in opt.source  # the kernel kind's meaning, copied into the module
+
+
+def test_the_pytorch_fallback_of_a_causal_kernel_masks_bottom_right_aligned():
+    """PyTorch's is_causal is top-left aligned; a kernel's causal mask is bottom-right aligned (queries are
+    the last Sq of Sk positions). The fallback computes what the kernel means, not what SDPA's flag does."""
+    from eqiforge.lower import kernels as K
+    from eqiforge.lower.pytorch_source import kernel_source, semantics_source
+    gen = torch.Generator().manual_seed(1)
+    q, k, v = (torch.randn(1, 2, s, 16, generator=gen) for s in (3, 7, 7))
+    spec = K.AttentionSpec(*(K.Operand(t.shape, "float32") for t in (q, k, v, q[..., :16])), scale=0.25,
+                           causal=True)
+    namespace = {"torch": torch, "q": q, "k": k, "v": v}
+    exec(semantics_source(), namespace)  # noqa: S102 - our generated code
+    got = eval(kernel_source(spec, ["q", "k", "v"]), namespace)  # noqa: S307
+    above = torch.ones(3, 7, dtype=torch.bool).triu(7 - 3 + 1)  # key j masked for query i when j > i + 4
+    want = torch.softmax((q @ k.mT * 0.25).masked_fill(above, float("-inf")), -1) @ v
+    assert_close(got, want)
 
 
 def test_a_kernel_that_fails_to_build_falls_back_to_pytorch_at_its_first_call():

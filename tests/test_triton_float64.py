@@ -14,7 +14,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import eqiforge
-from eqiforge.lower.codegen import generate
+from eqiforge.lower.triton_module import generate
 from eqiforge.lower.kernels import AttentionSpec, GemmSpec, Operand, RowReduceSpec, Tile
 from eqiforge.lower.triton import (StaticCompileUnavailable, UnsupportedSpec, build, load_module, render,
                                    static_resources)

@@ -441,6 +441,8 @@ UNARY = {  # template -> magnitude of the result given the operand's
     "torch.reciprocal({a}.abs() + 0.5)": lambda m: 2.0,
     "1 / ({a} * {a} + 1)": lambda m: 1.0,
     "torch.erf({a})": lambda m: 1.0,
+    "F.mish({a})": lambda m: m,
+    "torch.selu({a})": lambda m: 1.06 * m,
 }
 
 

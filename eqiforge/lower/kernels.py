@@ -1,8 +1,9 @@
 """Kernel specifications: what one generated kernel computes, independent of how it is rendered.
 
-The kernel layer of the e-graph (GemmK, PointwiseK, RowReduceK nodes) is read back into these plain
-records; the Triton templates render them; the cost prior prices them. Tensor operands are referred to by
-position; their shapes and dtypes travel with the spec so that a template needs nothing else.
+The kernel layer of the e-graph (GemmK, PointwiseK, RowReduceK, AttentionK nodes) is read back into these
+plain records (``kernel_spec``); the Triton templates render them, profiling measures them. Tensor operands
+are referred to by position; their shapes and dtypes travel with the spec so that a template needs nothing
+else.
 
 Fused expressions (``Epi``) are nested tuples, evaluated elementwise over the kernel's output tile:
     ("acc",)                      the GEMM accumulator or the reduction's result
@@ -15,12 +16,12 @@ Fused expressions (``Epi``) are nested tuples, evaluated elementwise over the ke
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, fields
 
-from ..cost.roofline import ATTENTION_BLOCK, ROW_BLOCK  # the tiles the prior prices are the tiles run
+from ..cost.roofline import ATTENTION_BLOCK, ROW_BLOCK, attention_split  # the tiles priced are the tiles run
 from ..fused import BINARY, UNARY  # noqa: F401  (the operator names the forms below take)
-
-REDUCE_KINDS = ("sum", "max", "min", "softmax", "log_softmax", "layer_norm", "rms_norm", "moments")
+from ..ir import Graph
 
 ACC = ("acc",)
 
@@ -140,3 +141,26 @@ def _dtypes(value) -> set[str]:
         return set()
     cast = {value[1]} if value[:1] == ("cast",) else set()
     return cast.union(*(_dtypes(v) for v in value))
+
+
+def kernel_spec(graph: Graph, i: int, sms: int | None = None):
+    """(spec, operand node ids in launcher order) of kernel node ``i`` (its inputs are all read: the
+    snapshot drops inputs that fused expressions do not read). ``sms``: the SMs of the device the plan was
+    priced for, which choose an attention kernel's key-axis split as the cost model priced it."""
+    n = graph.nodes[i]
+    a, out = n.a, Operand(n.shape, n.dtype)
+    operands = [Operand(graph.nodes[j].shape, graph.nodes[j].dtype) for j in n.inputs]
+    if n.op == "GemmK":
+        spec = GemmSpec(operands[0], operands[1], out, a.layout_a == "T", a.layout_b == "T", Tile(*a.tile),
+                        a.split_k, a.epilogue, tuple(operands[2:]))
+    elif n.op == "PointwiseK":
+        spec = PointwiseSpec(tuple(operands), out, a.expr)
+    elif n.op == "AttentionK":
+        *batch, sq, _ = n.shape
+        sk = operands[2].shape[-2]
+        split = attention_split(math.prod(batch), sq, sk, sms) if sms else 1
+        spec = AttentionSpec(*operands[:3], out, a.scale, bool(a.causal), a.layout_k == "T",
+                             operands[3] if len(operands) > 3 else None, split=split)
+    else:
+        spec = RowReduceSpec(a.kind, operands[0], out, a.prologue, a.epilogue, tuple(operands[1:]), a.eps)
+    return spec, list(n.inputs)

@@ -1,8 +1,10 @@
 """The torch backend: a Plan becomes one straight-line Python function of PyTorch calls that runs anywhere.
 
-One statement per IR node: algebra ops as the PyTorch calls the triton backend's glue also uses
-(``codegen.torch_call``), re-formed composites as their native PyTorch op (eqiforge/native.py), other
-kernel nodes through their reference implementation, externs as the calls they were. Parameters, externs
+One statement per IR node, written by the shared plan walker (lower/writer.py): algebra ops as the PyTorch
+calls the triton backend's glue also uses (``pytorch_source.torch_call``), with overrides where PyTorch
+has a cheaper form (a Python number for a scalar operand, 1-D products, means, implicit broadcasting);
+re-formed composites as their native PyTorch op (eqiforge/native.py), other kernel nodes through their
+reference implementation (eqiforge/kernel_semantics.py), externs as the calls they were. Parameters, externs
 and implementations are globals of the function, and scalar ``Fill`` operands are Python numbers, so a
 call is one Python frame with no attribute look-ups; views of parameters (reshapes, transposes, expands)
 are made once, at module level, when the plan is bound to its tensors. That matters on small programs:
@@ -14,14 +16,14 @@ from __future__ import annotations
 
 import functools
 import math
-import re
 from dataclasses import dataclass, field
 
 import torch
 
 from .. import native, ops
 from ..ir import Graph, call_extern
-from .codegen import GENERATED_VAR, _ident, dtype_src, literal, number_src, torch_call
+from .pytorch_source import dtype_src, ident, literal, number_src, torch_call
+from .writer import PlanWriter, drop_unused
 
 #: elementwise ops whose PyTorch call broadcasts its operands
 BROADCASTING = frozenset(name for name, o in ops.OPS.items()
@@ -44,7 +46,7 @@ class TorchCode:
 def _scalar(graph: Graph, i: int):
     """The Python number of a Fill node, typed like its dtype (so int/bool tensors stay int/bool)."""
     n = graph.nodes[i]
-    value = n.attrs[0]
+    value = n.a.value
     if n.dtype == "bool":
         return bool(value)
     if not torch.empty((), dtype=ops.DTYPES[n.dtype]).is_floating_point():
@@ -63,19 +65,15 @@ def _scalar_operands(graph: Graph, n) -> list | None:
     return numbers
 
 
-class _Writer:
-    """Accumulates statements and the globals they need."""
+class _TorchWriter(PlanWriter):
+    """The torch backend's renderings; collects the globals the statements need."""
 
     def __init__(self, graph: Graph, input_names: list[str], bound: dict[str, torch.Tensor]):
-        self.graph, self.bound = graph, bound
+        super().__init__(graph, input_names, bound)
         self.code = TorchCode("")
-        self.lines: list[str] = []  # the body of plan()
         self.hoisted: list[str] = []  # module level: views of constants
-        self.constant: set[int] = set()  # nodes whose value is a constant tensor (or a view of one)
-        self.names: dict[int, str] = {}
+        self.constant_nodes: set[int] = set()  # nodes whose value is a constant tensor (or a view of one)
         self.vectors: dict[int, tuple[str, int]] = {}  # [k, 1] / [1, k] node -> (its 1-D form, the unit dim)
-        self.inputs = [_ident(name) for name in input_names]
-        self.extern_results: dict[str, str] = {}
 
     def helper(self, prefix: str, value) -> str:
         """A global for ``value`` (one per distinct object), named ``prefix`` (numbered when taken)."""
@@ -88,13 +86,13 @@ class _Writer:
 
     def assign(self, i: int, rhs: str) -> None:
         """``t<i> = rhs``: at module level for a view of constants, else in the body."""
-        self.names[i] = f"t{i}"
         n = self.graph.nodes[i]
-        if ops.get(n.op).is_view() and n.inputs and all(j in self.constant for j in n.inputs):
-            self.constant.add(i)
+        if ops.get(n.op).is_view() and n.inputs and all(j in self.constant_nodes for j in n.inputs):
+            self.names[i] = f"t{i}"
+            self.constant_nodes.add(i)
             self.hoisted.append(f"t{i} = {rhs}")
         else:
-            self.lines.append(f"t{i} = {rhs}")
+            super().assign(i, rhs)
 
     def attr(self, value) -> str:
         return literal(value) or self.helper("attr", value)
@@ -102,7 +100,7 @@ class _Writer:
     def tensor_fill(self, i: int) -> str:
         n = self.graph.nodes[i]
         device = f"{self.inputs[0]}.device" if self.inputs else "None"
-        return f"torch.full({n.shape}, {number_src(n.attrs[0])}, dtype={dtype_src(n.dtype)}, device={device})"
+        return f"torch.full({n.shape}, {number_src(n.a.value)}, dtype={dtype_src(n.dtype)}, device={device})"
 
     def operand(self, j: int) -> str:
         """The variable of node ``j``; a Fill read as a tensor is materialised at its first use."""
@@ -111,27 +109,35 @@ class _Writer:
             self.lines.append(f"t{j} = {self.tensor_fill(j)}")
         return self.names[j]
 
-    def expression(self, i: int) -> str | None:
-        """The right-hand side for node ``i``; None for nodes that are only a name (inputs, constants)."""
-        g, n = self.graph, self.graph.nodes[i]
-        if n.op in ("Input", "Param"):
-            name, tensor = n.attrs[0], (g.params if n.op == "Param" else self.bound).get(n.attrs[0])
-            if tensor is None:  # a plain input
-                self.names[i] = _ident(name)
-            else:
-                self.names[i] = f"{'param' if n.op == 'Param' else 'live'}_{_ident(name)}"
-                self.code.constants[self.names[i]] = tensor
-                self.constant.add(i)
-            return None
-        if n.op == "Fill":
-            return None  # a number where it is used, materialised only where a tensor is needed
-        if n.op == "Extern":
-            key = n.attrs[0]
-            if key not in self.extern_results:
-                call = self.helper("extern", functools.partial(call_extern, g.externs[key]))
-                self.extern_results[key] = f"e{i}"
-                self.lines.append(f"e{i} = {call}([{', '.join(self.operand(j) for j in n.inputs)}])")
-            return f"{self.extern_results[key]}[{n.attrs[1]}]"
+    # ------------------------------------------------------------------------------------------ renderings
+    def constant(self, i: int, n) -> None:
+        """A parameter or a bound input: a tensor global of the function."""
+        self.names[i] = f"{'param' if n.op == 'Param' else 'live'}_{ident(n.a.name)}"
+        self.code.constants[self.names[i]] = (self.graph.params if n.op == "Param" else self.bound)[n.a.name]
+        self.constant_nodes.add(i)
+        return None
+
+    def fill(self, i: int, n) -> None:
+        return None  # a number where it is used, materialised only where a tensor is needed
+
+    def extern_lines(self, var: str, key: str, args: list[str]) -> list[str]:
+        call = self.helper("extern", functools.partial(call_extern, self.graph.externs[key]))
+        return [f"{var} = {call}([{', '.join(args)}])"]
+
+    def kernel(self, i: int, n) -> str:
+        """A native PyTorch call where one computes the node (native.py), else its reference implementation."""
+        op = ops.get(n.op)
+        args = [self.operand(j) for j in n.inputs]
+        native_call = native.is_native(n.op, n.attrs, [self.graph.nodes[j].shape for j in n.inputs])
+        fn = native.CALLS[n.op] if native_call else op.torch_impl
+        impl = self.helper(f"{'native' if native_call else 'reference'}_{fn.__name__}", fn)
+        fixed = args[:op.arity] + [self.attr(a) for a in n.attrs]
+        extras = [f"[{', '.join(args[op.arity:])}]"] if op.variadic else []
+        return f"{impl}({', '.join(fixed + extras)})"
+
+    def algebra(self, i: int, n) -> str | None:
+        """``torch_call``, or a cheaper PyTorch form of the same value."""
+        g = self.graph
         numbers = _scalar_operands(g, n)
         if numbers is not None:
             a, b = (number_src(v) if v is not None else self.operand(j) for v, j in zip(numbers, n.inputs))
@@ -146,20 +152,9 @@ class _Writer:
         vector = self.vector_form(i)
         if vector is not None:
             return vector
-        op = ops.get(n.op)
         if n.op in BROADCASTING:
             return torch_call(n, self.broadcast_operands(n))
-        args = [self.operand(j) for j in n.inputs]
-        if op.kind != "kernel":
-            return torch_call(n, args)
-        shapes = [g.nodes[j].shape for j in n.inputs]
-        native_call = native.is_native(n.op, n.attrs, shapes)
-        fn = native.CALLS[n.op] if native_call else op.torch_impl
-        impl = self.helper(f"{'native' if native_call else 'reference'}_{fn.__name__}", fn)
-        fixed = args[:op.arity] + [self.attr(a) for a in n.attrs]
-        extras = [f"[{', '.join(args[op.arity:])}]"] if op.variadic else []
-        return f"{impl}({', '.join(fixed + extras)})"
-
+        return torch_call(n, [self.operand(j) for j in n.inputs])
 
     def broadcast_operands(self, n) -> list[str]:
         """The operands of an elementwise op, read past the Expands (and reshapes adding leading 1s) that
@@ -195,7 +190,7 @@ class _Writer:
         total = g.nodes[sum_node]
         if total.op != "Sum":
             return None
-        dims, x = total.attrs[0], total.inputs[0]
+        dims, x = total.a.dims, total.inputs[0]
         if not math.isclose(scale, 1.0 / math.prod(g.nodes[x].shape[d] for d in dims), rel_tol=1e-12):
             return None
         if sum_node in self.vectors:  # the sum's 1-D form: the mean's too
@@ -240,56 +235,17 @@ class _Writer:
         return None
 
 
-def _drop_unused(lines: list[str], needed: set[str]) -> list[str]:
-    """``lines`` without the assignments to generated variables that nothing reads (every op is pure;
-    extern calls are kept). ``needed`` gains the names the kept lines read."""
-    kept = []
-    for line in reversed(lines):
-        target, rhs = line.split(" = ", 1)
-        if target in needed or target.startswith("e") or not GENERATED_VAR.fullmatch(target):
-            kept.append(line)
-            needed.update(VARIABLE.findall(rhs))
-    return kept[::-1]
-
-
-VARIABLE = re.compile(r"\b[a-z]\d+\b")
-
-
-def _release(lines: list[str], outputs: list[str]) -> list[str]:
-    """``lines`` with a ``del`` after the last read of each intermediate, so its memory goes back to the
-    allocator when eager PyTorch would free it (holding every intermediate to the end raises peak memory,
-    and a new output cannot reuse the cache-warm block of a dead one)."""
-    order = [line.split(" = ", 1)[0] for line in lines]
-    last_read = {}
-    for k, line in enumerate(lines):
-        for name in VARIABLE.findall(line.split(" = ", 1)[1]):
-            if name in order:
-                last_read[name] = k
-    released = []
-    for k, line in enumerate(lines):
-        released.append(line)
-        dead = [name for name in order if last_read.get(name) == k and name not in outputs]
-        if dead:
-            released.append(f"del {', '.join(dead)}")
-    return released
-
-
-def to_torch_code(graph: Graph, input_names: list[str], bound: dict[str, torch.Tensor] | None = None
-                  ) -> TorchCode:
+def to_torch_code(graph: Graph, input_names: list[str], bound: dict[str, torch.Tensor] | None = None,
+                  header: list[str] = ()) -> TorchCode:
     """Lower ``graph`` to ``plan(<input_names>)``; inputs named in ``bound`` (live parameters, when
-    constants are not folded) are read from those tensors instead of arguments."""
-    w = _Writer(graph, [n for n in input_names if n not in (bound or {})], bound or {})
-    for i in graph.live_nodes():
-        rhs = w.expression(i)
-        if rhs is not None:
-            w.assign(i, rhs)
-    outs = [w.operand(o) for o in graph.outputs]
-    needed = set(outs)
-    lines = _drop_unused(w.lines, needed)
-    hoisted = _drop_unused(w.hoisted, needed)
+    constants are not folded) are read from those tensors instead of arguments. ``header``: comment lines
+    that open the source (``writer.provenance``)."""
+    w = _TorchWriter(graph, input_names, bound or {})
+    w.write()
+    needed: set[str] = set()
+    body = w.function("plan", w.inputs, needed)
+    hoisted = drop_unused(w.hoisted, needed)
     hoisted = ["# views of the parameters, made once when the plan is bound to its tensors", *hoisted, ""] \
         if hoisted else []
-    body = [f"def plan({', '.join(w.inputs)}):", *(f"    {line}" for line in _release(lines, outs)),
-            f"    return ({''.join(f'{o}, ' for o in outs)})"]
-    w.code.source = "\n".join(hoisted + body) + "\n"
+    w.code.source = "\n".join([f"# {line}" for line in header] + hoisted + body) + "\n"
     return w.code

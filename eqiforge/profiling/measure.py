@@ -1,13 +1,13 @@
 """The CUDA timer: a record's kernel built from the Triton templates and timed with ``do_bench`` (median).
 
-A record is turned into a kernel spec the way a plan's kernel node is (``codegen.kernel_spec`` on a one-node
+A record is turned into a kernel spec the way a plan's kernel node is (``kernels.kernel_spec`` on a one-node
 graph), so profiled kernels are exactly those plans run.
 """
 from __future__ import annotations
 
 from ..cost.dataset import tuplify
 from ..ir import Graph
-from ..lower.codegen import kernel_spec
+from ..lower.kernels import kernel_spec
 
 def cuda_available() -> bool:
     import torch

@@ -15,7 +15,7 @@ import traceback
 import torch
 
 from ..errors import EqiforgeError
-from ..lower.codegen import generate
+from ..lower.triton_module import generate
 from ..lower.triton import load_module
 
 
@@ -23,9 +23,11 @@ class TritonPlan(torch.nn.Module):
     """Calls ``forward(*inputs, params, externs)`` of the plan's generated module; parameters move with the
     inputs."""
 
-    def __init__(self, plan, input_names: list[str], params: dict[str, torch.Tensor], bound=()):
+    def __init__(self, plan, input_names: list[str], params: dict[str, torch.Tensor], bound=(),
+                 title: str = "a program", rulesets=()):
         super().__init__()
-        self._source_args = (plan, input_names, bound)
+        self._source_args = dict(plan=plan, input_names=input_names, bound=list(bound), title=title,
+                                 rulesets=list(rulesets))
         self.in_torch: dict[str, str] = {}  # kernels that could not be built -> why
         self.notes: list[str] = []
         self._all_params = params
@@ -33,8 +35,7 @@ class TritonPlan(torch.nn.Module):
         self._build()
 
     def _build(self) -> None:
-        plan, input_names, bound = self._source_args
-        self.generated = generate(plan, input_names, bound=list(bound), in_torch=self.in_torch)
+        self.generated = generate(**self._source_args, in_torch=self.in_torch)
         self.module = load_module(self.generated.source, "eqiforge_plan")
         self.params = {key: self._all_params[name] for key, name in self.generated.param_names.items()}
         self._on_device.clear()
