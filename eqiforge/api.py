@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from . import cost, frontend, validate
+from . import cost, frontend, ops, validate
 from .egraph import saturate as sat
 from .errors import EqiforgeError
 from .extract import Extraction, extract
@@ -42,6 +42,7 @@ class Options:
     fold_constants: bool = True  # inference: parameter-only sub-expressions are computed once
     assume_finite: bool = True  # rules exact only for finite values run (README: numerical contract)
     validate: bool = True  # the plan runs against the captured program before it is returned
+    original_if_no_better: bool = True  # torch backend: a plan predicted no faster runs the original program
     progress: bool = False
 
     def __post_init__(self):
@@ -57,14 +58,31 @@ def optimize(fn, example_inputs, **options) -> OptimizedModule:
     timer = StageTimer()
     with timer("capture"):
         captured = frontend.capture(fn, example_inputs, fold_params=opts.fold_constants)
-    return optimize_graph(captured.graph, captured.input_names, captured.out_spec, opts, timer,
-                          bound=captured.param_inputs, examples=list(example_inputs), title=program_title(fn))
+    optimized = optimize_graph(captured.graph, captured.input_names, captured.out_spec, opts, timer,
+                               bound=captured.param_inputs, examples=list(example_inputs), title=program_title(fn))
+    why = _no_better(optimized) if opts.backend == "torch" and opts.original_if_no_better else None
+    if why:
+        optimized.run_original(fn, why)
+    return optimized
+
+
+def _no_better(optimized) -> str | None:
+    """Why the plan is no better than the program as written, or None. The captured program is priced
+    decomposed (core ATen), so a plan no faster than it is slower than the original calls: those run then."""
+    computes = {op for op, n in optimized.report.ops_after.items() if n and ops.get(op).kind != "leaf"}
+    if computes <= {"Extern"}:
+        return "the plan is PyTorch calls EqiForge does not optimize" if computes else "the plan computes nothing"
+    before, after = optimized.report.predicted_before, optimized.report.predicted_after
+    if after >= before:
+        return f"the plan is predicted no faster: {after * 1e6:.1f} us vs {before * 1e6:.1f} us as captured"
+    return None
 
 
 def program_title(fn) -> str:
-    """How generated code names the program: a function's qualified name, a module's class."""
+    """How generated code names the program: a function's qualified name (past any enclosing function's),
+    a module's class."""
     name = getattr(fn, "__qualname__", None) if not isinstance(fn, torch.nn.Module) else None
-    return name or type(fn).__name__
+    return name.split("<locals>.")[-1] if name else type(fn).__name__
 
 
 def optimize_graph(graph, input_names, out_spec, opts: Options, timer: StageTimer, bound=None,

@@ -23,6 +23,7 @@ class Report:
     folded_constants: int = 0
     lowering_notes: list[str] = field(default_factory=list)  # e.g. kernels that fell back to PyTorch
     validation: str = ""  # what the plan check found and what was returned (empty: not checked)
+    runs: str = "the plan"  # what a call runs: the plan, or the original program (and why)
 
     # the saturation's headline numbers, at the top level for convenience
     @property
@@ -72,6 +73,8 @@ class Report:
             rows.append(("lowering", "; ".join(self.lowering_notes)))
         if self.validation:
             rows.append(("plan check", self.validation))
+        if self.runs != "the plan":
+            rows.append(("a call runs", self.runs))
         top = list(self.matches_per_rule().items())[:5]
         if top:
             rows.append(("top rules (matches)", ", ".join(f"{r} {n}" for r, n in top)))

@@ -169,7 +169,7 @@ def test_torch_plan_is_straight_line_code_with_matrix_vector_products():
     opt = check(chain, (a, b, t1))
     body = opt.source.split("def plan(", 1)[1]
     assert body.count("torch.mv(") == 2 and "reshape" not in body and "unsqueeze" not in body
-    assert opt.source.startswith("def plan(a, b, in_t1):")
+    assert opt.source.startswith("# EqiForge plan of chain: ") and "\ndef plan(a, b, in_t1):\n" in opt.source
 
 
 def test_torch_plan_calls_mean_and_broadcasts_implicitly():
@@ -249,3 +249,33 @@ def test_without_folding_parameters_stay_live():
     with torch.no_grad():
         fn.layers[0].weight.mul_(2.0)  # an in-place update is seen by the optimized module
         assert_close(opt(*inputs), fn(*inputs))
+
+
+def test_a_plan_no_better_than_the_program_runs_the_original_behind_the_same_input_check():
+    """A program EqiForge cannot improve (one op it does not optimize) runs as the user wrote it, not as its
+    captured decomposition; the input check stays, the plan stays visible, and the option turns it off."""
+    calls = []
+
+    def cumulative(x):
+        calls.append(x.shape)
+        return torch.cumsum(x, 1) * 2.0
+    x = torch.randn(4, 8)
+    opt = eqiforge.optimize(cumulative, (x,))
+    calls.clear()
+    assert_close(opt(x), torch.cumsum(x, 1) * 2.0)
+    assert calls == [x.shape]  # the original function itself ran
+    assert opt.report.runs.startswith("the original program (the plan is predicted no faster") \
+        or opt.report.runs.startswith("the original program (the plan is PyTorch calls")
+    assert "a call runs" in opt.report.summary() and "def plan(" in opt.source
+    with pytest.raises(EqiforgeError, match=r"input 'x' is float32\[4, 9\]"):
+        opt(torch.randn(4, 9))
+    planned = eqiforge.optimize(cumulative, (x,), original_if_no_better=False)
+    calls.clear()
+    assert_close(planned(x), torch.cumsum(x, 1) * 2.0)
+    assert calls == [] and planned.report.runs == "the plan"
+
+
+def test_a_plan_with_an_algebraic_win_runs_the_plan():
+    a, b, v = torch.randn(512, 512), torch.randn(512, 512), torch.randn(512, 1)
+    opt = eqiforge.optimize(lambda a, b, v: a @ b @ v, (a, b, v))
+    assert opt.report.runs == "the plan" and opt.report.speedup > 1.5

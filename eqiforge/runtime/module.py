@@ -32,35 +32,53 @@ class OptimizedModule(torch.nn.Module):
         self.out_spec = out_spec
         self.plan = plan
         self.report = report
-        self._entry = self._compile_entry()
+        self._entry = self._compile_entry(self._plan_result())
+        self._original = None
+
+    def run_original(self, fn, why: str) -> None:
+        """Calls run ``fn``, the program as the user wrote it, behind the same input check: the plan is no
+        better. ``runner`` and ``source`` still show the plan."""
+        self._original = fn
+        if isinstance(fn, torch.nn.Module):
+            self.original = fn  # a submodule: it moves with .to() and shows in state_dict()
+        self._entry = self._compile_entry("original({args})")
+        self._check = self._compile_entry("None")
+        self.report.runs = f"the original program ({why})"
 
     def forward(self, *args, **kwargs):
         if kwargs or len(args) != len(self.input_specs):  # not the flat positional tensors: flatten first
-            args = [a for a in pytree.tree_leaves((args, kwargs)) if isinstance(a, torch.Tensor)]
-            if len(args) != len(self.input_specs):
-                raise EqiforgeError(f"expected {len(self.input_specs)} tensor inputs, got {len(args)}")
+            flat = [a for a in pytree.tree_leaves((args, kwargs)) if isinstance(a, torch.Tensor)]
+            if len(flat) != len(self.input_specs):
+                raise EqiforgeError(f"expected {len(self.input_specs)} tensor inputs, got {len(flat)}")
+            if self._original is None:
+                return self._entry(*flat)
+            self._check(*flat)
+            return self._original(*args, **kwargs)
         return self._entry(*args)
 
     # a drop-in replacement is called every step: skip nn.Module's hook dispatch (it registers no hooks)
     __call__ = forward
 
-    def _compile_entry(self):
-        """``entry(*inputs)``: checks every input's type, shape and dtype inline, runs the plan and rebuilds
-        the output structure, in one generated function (a per-input helper call and loop cost ~10 us per
-        call on a CPU with cold caches, measured by bench/run_cpu.py)."""
+    def _plan_result(self) -> str:
+        """What the entry returns when it runs the plan: its outputs in the original structure."""
+        if self.out_spec is not None and self.out_spec.is_leaf():
+            return "runner.forward({args})[0]"
+        if self.out_spec is not None:
+            return "unflatten(list(runner.forward({args})), out_spec)"
+        return "runner.forward({args})"
+
+    def _compile_entry(self, result: str):
+        """``entry(*inputs)``: checks every input's type, shape and dtype inline, then returns ``result``
+        (the plan's outputs, or the original program's), in one generated function (a per-input helper call
+        and loop cost ~10 us per call on a CPU with cold caches, measured by bench/run_cpu.py)."""
         names = [f"x{i}" for i in range(len(self.input_specs))]
         namespace = {"Tensor": torch.Tensor, "runner": self.runner, "mismatch": self._mismatch,
-                     "unflatten": pytree.tree_unflatten, "out_spec": self.out_spec}
+                     "unflatten": pytree.tree_unflatten, "out_spec": self.out_spec,
+                     "original": getattr(self, "_original", None)}
         checks = []
         for i, (x, (_, shape, dtype)) in enumerate(zip(names, self.input_specs)):
             namespace[f"shape_{i}"], namespace[f"dtype_{i}"] = torch.Size(shape), ops.DTYPES[dtype]
             checks.append(f"isinstance({x}, Tensor) and {x}.shape == shape_{i} and {x}.dtype == dtype_{i}")
-        if self.out_spec is not None and self.out_spec.is_leaf():
-            result = "runner.forward({args})[0]"
-        elif self.out_spec is not None:
-            result = "unflatten(list(runner.forward({args})), out_spec)"
-        else:
-            result = "runner.forward({args})"
         args = ", ".join(names)
         guard = [f"    if not ({' and '.join(checks)}):", f"        mismatch([{args}])"] if checks else []
         source = "\n".join([f"def entry({args}):", *guard, f"    return {result.format(args=args)}", ""])
