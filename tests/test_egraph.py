@@ -1,4 +1,5 @@
 """The e-graph stage: rule loading errors, limits and stop reasons, the hard time limit, determinism."""
+import os
 import shutil
 
 import pytest
@@ -115,3 +116,20 @@ def test_a_step_predicted_to_overrun_the_time_limit_is_not_started(monkeypatch):
 def test_invalid_limits(bad):
     with pytest.raises(EqiforgeError, match="limit|time limits"):
         sat.Limits(**bad)
+
+
+def test_a_multi_worker_rayon_setting_cannot_deadlock_the_forked_saturation():
+    """With RAYON_NUM_THREADS=2 every forked saturation used to wait forever in egglog's rayon pool (killed
+    at the hard limit, then replayed): the e-graph stage pins one worker before egglog loads, and says so."""
+    import subprocess
+    import sys
+    code = ("import torch, eqiforge, eqiforge.egraph.saturate as sat; from eqiforge.frontend import capture\n"
+            "fn = lambda a, b: torch.softmax((a @ b).sum(0, keepdim=True) * 2.0 + a.sum(), -1)\n"
+            "g = capture(fn, (torch.randn(4, 4), torch.randn(4, 4))).graph\n"
+            "snap, rep = sat.saturate(g, None, limits=sat.Limits(seconds=2.0, hard_seconds=4.0))\n"
+            "print(rep.stop_reason.kind.name)\n")
+    env = {**os.environ, "RAYON_NUM_THREADS": "2"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "RAYON_NUM_THREADS=2 set to 1" in out.stderr
+    assert out.stdout.split()[-1] not in ("KILLED", "DIED", "STEPS")
