@@ -248,17 +248,47 @@ def _sum_of_elementwise(rng):
 
 
 # --------------------------------------------------------------------------------------------- broadcast
-@case("expand-out-of-add", "expand-out-of-mul", "expand-out-of-sub", "expand-out-of-scale",
-      "expand-out-of-exp", "expand-out-of-neg", "expand-out-of-rsqrt", "expand-out-of-recip")
+#: the elementwise ops of the op table, whose broadcast rules broadcast.egg generates
+ELEMENTWISE = [o for o in ops.OPS.values() if o.kind in ("unary", "binary", "compare")]
+LOGICAL = ("And", "Or", "Not")  # operands are bool
+
+
+def _rule_name(o) -> str:
+    return o.epi or o.name.lower()
+
+
+@case(*[f"expand-out-of-{_rule_name(o)}" for o in ELEMENTWISE], "expand-out-of-cast",
+      *[f"expand-out-of-{_rule_name(o)}-scalar" for o in ELEMENTWISE if o.arity == 2],
+      *[f"expand-out-of-scalar-{_rule_name(o)}" for o in ELEMENTWISE if o.arity == 2])
 def _broadcasts(rng):
+    """Every elementwise op of broadcasts (and of a broadcast and a scalar), positive operands (log, sqrt,
+    pow and division stay finite), bool ones for the logical ops."""
     b = B(rng)
     m, n = b.dim(), b.dim()
-    ea = b.op("Expand", b.x("a", 1, n), attrs=[(m, n)])
-    eb = b.op("Expand", b.x("b", 1, n), attrs=[(m, n)])
-    ep = b.op("Expand", b.x("pos_c", 1, n), attrs=[(m, n)])
-    outs = [b.op("Add", ea, eb), b.op("Mul", ea, eb), b.op("Sub", ea, eb), b.op("Mul", ea, b.fill(0.5, ea)),
-            b.op("Exp", ea), b.op("Neg", ea), b.op("Rsqrt", ep), b.op("Recip", ep)]
+    rows = [b.x("pos_a", 1, n), b.x("pos_b", 1, n)]
+    bools = [b.op("Gt", r, b.fill(1.0, r)) for r in rows]
+    outs = []
+    for o in ELEMENTWISE:
+        a, c = bools if o.name in LOGICAL else rows
+        ea, ec = (b.op("Expand", t, attrs=[(m, n)]) for t in (a, c))
+        if o.arity == 1:
+            outs.append(b.op(o.name, ea))
+            continue
+        scalar = b.g.fill(1.0 if o.name in LOGICAL else 1.5, (m, n), "bool" if o.name in LOGICAL else F32)
+        outs += [b.op(o.name, ea, ec), b.op(o.name, ea, scalar), b.op(o.name, scalar, ea)]
+    outs.append(b.op("Cast", b.op("Expand", rows[0], attrs=[(m, n)]), attrs=["float64"]))
     return b.out(*outs), ["broadcast"]
+
+
+@case("sum-of-broadcast", "max-of-broadcast", "min-of-broadcast")
+def _reductions_of_broadcasts(rng):
+    b = B(rng)
+    m, n, k = b.dim(), b.dim(), b.dim()
+    row = b.op("Expand", b.x("r", 1, n), attrs=[(m, n)])
+    point = b.op("Expand", b.x("p", 1, 1, k), attrs=[(m, n, k)])
+    outs = [b.op(r, row, attrs=[(0,)]) for r in ("Sum", "Amax", "Amin")]
+    outs += [b.op(r, point, attrs=[(1,)]) for r in ("Sum", "Amax", "Amin")]  # other dims stay broadcast
+    return b.out(*outs), ["reduction"]
 
 
 # ----------------------------------------------------------------------------------------------- softmax

@@ -129,8 +129,34 @@ def pointwise_rules() -> str:
     return "\n".join(rules)
 
 
+def broadcast_rules() -> str:
+    """Elementwise work on the small side of a broadcast (Expand only repeats values): a one-operand op of a
+    broadcast, a two-operand op of two equal broadcasts or of a broadcast and a scalar, and a cast, run on
+    the small tensor and broadcast once."""
+    elementwise = [o for o in ops.OPS.values() if o.kind in ("unary", "binary", "compare")]
+    rules = []
+    for o in elementwise:
+        name = _name(o)
+        if o.arity == 1:
+            rules.append(f'(rewrite ({o.name} (Expand a s)) (Expand ({o.name} a) s) :name "expand-out-of-{name}")')
+            continue
+        rules.append(f'(rule ((= y ({o.name} (Expand a s) (Expand b s))) (= (shape a) (shape b))) '
+                     f'((union y (Expand ({o.name} a b) s))) :name "expand-out-of-{name}")')
+        rules.append(f'(rule ((= y ({o.name} (Expand a s) (Fill v t d))) (= sa (shape a))) '
+                     f'((union y (Expand ({o.name} a (Fill v sa d)) s))) :name "expand-out-of-{name}-scalar")')
+        rules.append(f'(rule ((= y ({o.name} (Fill v t d) (Expand a s))) (= sa (shape a))) '
+                     f'((union y (Expand ({o.name} (Fill v sa d) a) s))) :name "expand-out-of-scalar-{name}")')
+    rules.append('(rewrite (Cast (Expand a s) d) (Expand (Cast a d) s) :name "expand-out-of-cast")')
+    return "\n".join(rules)
+
+
+def _name(op: ops.OpDef) -> str:
+    """A rule-name form of an op's name: its fused-expression name, else its name in lower case."""
+    return op.epi or op.name.lower()
+
+
 #: rules generated from the op table, by the rule file they join (before the file's own)
-GENERATED = {"fusion": pointwise_rules}
+GENERATED = {"fusion": pointwise_rules, "broadcast": broadcast_rules}
 
 
 def _generated(text: str) -> list:
