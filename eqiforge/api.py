@@ -38,7 +38,9 @@ class Options:
     extract_seconds: float = 3.0  # extraction's time limit (greedy, then the ILP in what is left); past it the
     #                               better of the ILP's best and greedy's is used
     cost_model: str = "roofline"
-    device: str | None = None  # device table entry the cost model prices for
+    device: str | None = None  # what the cost model prices for: a device table entry or "cpu" (measured);
+    #                            None: $EQIFORGE_DEVICE, else "cpu" for the torch backend on CPU tensors,
+    #                            else the default GPU
     fold_constants: bool = True  # inference: parameter-only sub-expressions are computed once
     assume_finite: bool = True  # rules exact only for finite values run (README: numerical contract)
     validate: bool = True  # the plan runs against the captured program before it is returned
@@ -78,6 +80,14 @@ def _no_better(optimized) -> str | None:
     return None
 
 
+def default_device(backend: str, tensors) -> str | None:
+    """The device a plan is priced for when none is named: this CPU, as measured (cost/calibrate.py), for a
+    torch-backend plan of CPU tensors; the cost model's default GPU otherwise (a triton plan runs on one)."""
+    if backend == "torch" and all(t.device.type == "cpu" for t in tensors if isinstance(t, torch.Tensor)):
+        return "cpu"
+    return None
+
+
 def program_title(fn) -> str:
     """How generated code names the program: a function's qualified name (past any enclosing function's),
     a module's class."""
@@ -92,7 +102,9 @@ def optimize_graph(graph, input_names, out_spec, opts: Options, timer: StageTime
     inputs the plan is checked on (None: random ones)."""
     graph.verify()
     kernels = opts.backend == "triton"
-    model = cost.get_cost_model(opts.cost_model, opts.device, kernels=kernels)
+    device = opts.device or os.environ.get("EQIFORGE_DEVICE") or default_device(
+        opts.backend, [*(examples or []), *(bound or {}).values(), *graph.params.values()])
+    model = cost.get_cost_model(opts.cost_model, device, kernels=kernels)
     layers = ("algebra", "kernel") if kernels else ("algebra",)
     schedule = sat.default_schedule(None if opts.rules is None else list(opts.rules), opts.limits, layers)
     names = list(schedule.rulesets)

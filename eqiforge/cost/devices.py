@@ -44,8 +44,11 @@ def get_device(name: str | Device | None = None) -> Device:
     """A device from the table by name (case-insensitive); the default when None."""
     if isinstance(name, Device):
         return name
+    if isinstance(name, str) and name.lower() == "cpu":
+        from .calibrate import cpu_device  # measured, not tabled (calibrate.py builds on Device)
+        return cpu_device()
     key = (name or DEFAULT_DEVICE).upper().replace("NVIDIA", "").replace(" ", "")
     for dev_name, dev in DEVICES.items():
         if dev_name.upper() == key:
             return dev
-    raise EqiforgeError(f"unknown device {name!r}; known devices: {sorted(DEVICES)}")
+    raise EqiforgeError(f"unknown device {name!r}; known devices: {sorted(DEVICES) + ['cpu']}")

@@ -65,6 +65,16 @@ def _eval(args) -> int:
     return 0
 
 
+def _calibrate(args) -> int:
+    from ..cost.calibrate import cache_path, cpu_device
+    dev = cpu_device(remeasure=True)
+    rates = ", ".join(f"{d} {t * 1e3:.1f}" for d, t in dev.peak_tflops.items())
+    print(f"cpu ({dev.sms} threads): matmul GFLOP/s {rates}; elementwise {dev.vector_tflops * 1e3:.1f} GFLOP/s; "
+          f"memory {dev.mem_bw_gbs:.1f} GB/s; a call {dev.launch_us:.2f} us, a view {dev.view_us:.2f} us")
+    print(f"cached in {cache_path()}")
+    return 0
+
+
 def add_commands(sub) -> None:
     cost = sub.add_parser("cost", help="profile kernels, train and evaluate the learned cost model")
     verbs = cost.add_subparsers(dest="cost_command", required=True)
@@ -77,6 +87,8 @@ def add_commands(sub) -> None:
                    help="measure where the saved model is unsure or predicts the best (needs model.npz in --out)")
     p.add_argument("--pool", type=int, default=2000, help="--active: candidate groups to choose from")
     p.set_defaults(run=_profile)
+    c = verbs.add_parser("calibrate", help="measure this CPU for the cost model again (cached per machine)")
+    c.set_defaults(run=_calibrate)
     for verb, run, about in (("train", _train, "fit the learned model on the training shapes"),
                              ("eval", _eval, "top-1/top-5 slowdown, Kendall tau and MAPE on held-out shapes")):
         v = verbs.add_parser(verb, help=about)

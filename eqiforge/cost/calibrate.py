@@ -1,0 +1,112 @@
+"""The CPU as a cost-model device, calibrated on the machine the plan runs on.
+
+A GPU's figures come from its datasheet (devices.py); a CPU's depend on the part, its threads and the
+library build, so they are measured: matmul FLOP/s per dtype, elementwise FLOP/s, memory bandwidth, and the
+host cost of one PyTorch call and of one view. Measuring takes a few seconds; the result is cached per
+machine (CPU model, threads, torch version) under ``EQIFORGE_CACHE_DIR`` (default ``~/.cache/eqiforge``),
+and ``eqiforge cost calibrate`` measures again.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import time
+from pathlib import Path
+
+import torch
+
+from .devices import Device
+
+#: the dtypes whose matmul rate is measured; others are priced at float32's
+MATMUL_DTYPES = ("float32", "float64", "bfloat16")
+VERSION = 1  # of the measurements: a change invalidates the cache
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("EQIFORGE_CACHE_DIR") or Path.home() / ".cache" / "eqiforge")
+
+
+def machine_key() -> dict:
+    """What the figures depend on: the CPU, the threads PyTorch uses, the library versions."""
+    return {"cpu": _cpu_model(), "machine": platform.machine(), "threads": torch.get_num_threads(),
+            "torch": torch.__version__, "version": VERSION}
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def cache_path() -> Path:
+    digest = hashlib.sha1(json.dumps(machine_key(), sort_keys=True).encode()).hexdigest()[:12]
+    return cache_dir() / f"cpu-{digest}.json"
+
+
+_LOADED: dict[Path, Device] = {}  # cache file -> its device, read once per process
+
+
+def cpu_device(remeasure: bool = False) -> Device:
+    """This machine's CPU as a Device: from the cache, or measured (and cached) when absent or asked."""
+    path = cache_path()
+    if not remeasure and path in _LOADED:
+        return _LOADED[path]
+    if not remeasure and path.exists():
+        try:
+            _LOADED[path] = _device(json.loads(path.read_text())["figures"])
+            return _LOADED[path]
+        except (ValueError, KeyError, TypeError):
+            pass  # a damaged cache file is measured again
+    figures = measure()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps({"machine": machine_key(), "figures": figures}, indent=2) + "\n")
+    tmp.replace(path)
+    _LOADED[path] = _device(figures)
+    return _LOADED[path]
+
+
+def _device(figures: dict) -> Device:
+    return Device("cpu", figures["threads"], {d: figures[f"matmul_tflops_{d}"] for d in MATMUL_DTYPES},
+                  figures["vector_tflops"], figures["mem_bw_gbs"], smem_per_sm_kib=0,
+                  launch_us=figures["call_us"], view_us=figures["view_us"])
+
+
+def _best_seconds(fn, repeats: int = 5, inner: int = 1) -> float:
+    """The fastest of ``repeats`` timings of ``inner`` calls, per call: the least disturbed run, so that a
+    busy machine (another job on the same cores) disturbs the figures as little as it can."""
+    fn()
+    best = float("inf")
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        for _ in range(inner):
+            fn()
+        best = min(best, (time.perf_counter() - t0) / inner)
+    return best
+
+
+def measure() -> dict:
+    """Measure this CPU's figures (a few seconds)."""
+    gen = torch.Generator().manual_seed(0)
+    figures = {"threads": torch.get_num_threads()}
+    n = 512
+    for dtype in MATMUL_DTYPES:
+        a, b = (torch.randn(n, n, generator=gen).to(getattr(torch, dtype)) for _ in range(2))
+        figures[f"matmul_tflops_{dtype}"] = 2.0 * n ** 3 / _best_seconds(lambda: torch.mm(a, b), 10) / 1e12
+    big = torch.randn(16 * 2 ** 20, generator=gen)  # 64 MiB: past the caches
+    out = torch.empty_like(big)
+    figures["mem_bw_gbs"] = 2 * big.nbytes / _best_seconds(lambda: torch.add(big, 1.0, out=out), 10) / 1e9
+    small = torch.randn(64 * 1024, generator=gen)  # 256 KiB: in cache, so the arithmetic is what is timed
+    result = torch.empty_like(small)  # (a fresh 256 KiB result can cost more in page faults than the math)
+    figures["vector_tflops"] = small.numel() * 8.0 / _best_seconds(lambda: torch.exp(small, out=result), 5,
+                                                                  20) / 1e12
+    one = torch.randn(8, generator=gen)
+    figures["call_us"] = _best_seconds(lambda: torch.add(one, one), 5, 2000) * 1e6
+    figures["view_us"] = _best_seconds(lambda: one.view(2, 4), 5, 2000) * 1e6
+    return figures
