@@ -378,6 +378,11 @@ OPS: dict[str, OpDef] = {o.name: o for o in [
                "(tl.exp({0}) * (tl.exp({0}) + 2.0) + 2.0))"),  # tanh(log(1 + e)) = e(e + 2) / (e(e + 2) + 2)
     _op("Selu", _U, torch.selu, _TR, aten=("selu",), torch_src="torch.selu({0})",
         triton="1.0507009873554805 * tl.where({0} > 0.0, {0}, 1.6732632423543772 * (tl.exp({0}) - 1.0))"),
+    _op("Log1p", _U, torch.log1p, _TR, aten=("log1p",), torch_src="torch.log1p({0})",
+        triton="tl.where(tl.abs({0}) < 1e-4, {0} * (1.0 - 0.5 * {0}), tl.log(1.0 + {0}))"),  # log(1 + x) loses x near 0
+    _op("Softplus", _U, torch.nn.functional.softplus, _TR, aten=("softplus",),
+        torch_src="torch.nn.functional.softplus({0})",
+        triton="tl.where({0} > 20.0, {0}, tl.where({0} < -15.0, tl.exp({0}), tl.log(1.0 + tl.exp({0}))))"),
     # elementwise binary (equal shapes and dtypes)
     _op("Add", _B, torch.add, _EW | {"commutative", "associative"}, aten=("add.Tensor", "add.Scalar"),
         torch_src="torch.add({0}, {1})", triton="{0} + {1}"),

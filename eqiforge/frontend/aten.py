@@ -258,6 +258,16 @@ def clamp(b: Builder, a: Args, out: Meta) -> Ref:
     return clamped(b, a["self"], a.get("min"), a.get("max"), out)
 
 
+def softplus(b: Builder, a: Args, out: Meta) -> Ref:
+    """softplus(x; beta, threshold) = Softplus(beta x) / beta, exact where threshold is the op's 20 (it
+    compares beta x with it); another threshold stays a PyTorch call."""
+    if a["threshold"] != 20:
+        raise Unsupported(f"softplus with threshold {a['threshold']} (the IR op's is 20)")
+    x = b.cast(a["self"], out.dtype)
+    beta = a["beta"]
+    return b.op("Softplus", x) if beta == 1 else b.scale(b.op("Softplus", b.scale(x, beta)), 1.0 / beta)
+
+
 def hardtanh(b: Builder, a: Args, out: Meta) -> Ref:
     return clamped(b, a["self"], a["min_val"], a["max_val"], out)
 
@@ -487,7 +497,7 @@ ELEMENTWISE: dict[Any, BuildFn] = {aten_op(t): PLAIN[o.kind](o.name)
 #: ATen overload (or whole overload packet) -> builder; anything else becomes an Extern
 TABLE: dict[Any, BuildFn] = {
     **ELEMENTWISE,
-    aten.gelu: gelu,
+    aten.gelu: gelu, aten.softplus: softplus,
     aten.add.Tensor: add_sub("Add"), aten.add.Scalar: add_sub("Add"),
     aten.sub.Tensor: add_sub("Sub"), aten.sub.Scalar: add_sub("Sub"),
     aten.rsub.Tensor: rsub, aten.rsub.Scalar: rsub,
