@@ -1,6 +1,8 @@
 """CPU benchmark: eager, torch.compile, the hand rewrite and EqiForge, side by side in one process.
 
-    python bench/run_cpu.py                      # full suite -> bench/results/cpu.json and cpu.md
+    python bench/run_cpu.py                      # the algebra suite -> bench/results/cpu.json and cpu.md
+    python bench/run_cpu.py --suite kernelbench  # the KernelBench-style suite -> cpu_kernelbench.json/.md
+    python bench/run_cpu.py --suite all          # both, each to its own files
     python bench/run_cpu.py --quick              # CI smoke: few repeats
     python bench/run_cpu.py --programs matmul_chain,low_rank --repeats 300 --out /tmp/bench
 
@@ -26,9 +28,16 @@ from pathlib import Path
 import torch
 
 import eqiforge
+import kernelbench_style
 from measure import BUSY_CORES, TOLERANCE, OtherLoad, fresh_inputs, rel_error, steady_allocator, time_round_robin
 from programs import PROGRAMS, Program
 from summary import markdown
+
+#: suite name -> (its programs, the stem of its result files in --out)
+SUITES: dict[str, tuple[dict[str, Program], str]] = {
+    "algebra": (PROGRAMS, "cpu"),
+    "kernelbench": (kernelbench_style.SUITE, "cpu_kernelbench"),
+}
 
 # eqiforge_plan is a diagnostic: the lowered plan called without the drop-in wrapper (its per-call checks)
 VARIANTS = ("eager", "compile", "hand", "eqiforge", "eqiforge_plan")
@@ -55,11 +64,22 @@ def _build_eqiforge(program, example) -> tuple:
     return opt, {"stage_seconds": r.stage_seconds, "predicted_before_s": r.predicted_before,
                  "predicted_after_s": r.predicted_after, "enodes": r.enodes, "eclasses": r.eclasses,
                  "iterations": r.iterations, "stop_reason": r.stop_reason, "ops_before": r.ops_before,
-                 "ops_after": r.ops_after, "plan": str(opt.plan)}
+                 "ops_after": r.ops_after, "runs": r.runs, "validation": r.validation, "plan": str(opt.plan)}
 
 
 BUILDERS = {"compile": _build_compile, "eqiforge": _build_eqiforge}
 RETRY_PAUSE_S = 3.0  # between timing attempts on a busy machine
+
+
+def fresh(example: tuple[torch.Tensor, ...], sets: int) -> list[tuple[torch.Tensor, ...]]:
+    """Fresh input sets shaped like ``example``: standard normal (``measure.fresh_inputs``), except integer
+    tensors, which are class labels and are drawn in [0, the largest label of the example]."""
+    if all(t.is_floating_point() for t in example):
+        return fresh_inputs(example, sets)
+    gen = torch.Generator().manual_seed(1)
+    return [tuple(torch.randn(t.shape, dtype=t.dtype, generator=gen) if t.is_floating_point()
+                  else torch.randint(0, int(t.max()) + 1, t.shape, dtype=t.dtype, generator=gen) for t in example)
+            for _ in range(sets)]
 
 
 def quietest_timing(variants: dict, example: tuple, repeats: int, attempts: int) -> tuple[dict, float | None]:
@@ -70,7 +90,7 @@ def quietest_timing(variants: dict, example: tuple, repeats: int, attempts: int)
         if attempt:
             time.sleep(RETRY_PAUSE_S)
         with OtherLoad() as load:
-            samples = time_round_robin(variants, fresh_inputs(example, len(variants) + 1), repeats)
+            samples = time_round_robin(variants, fresh(example, len(variants) + 1), repeats)
         if best is None or (load.cores is not None and load.cores < best[1]):
             best = (samples, load.cores)
         if load.cores is None or load.cores <= BUSY_CORES:
@@ -147,37 +167,54 @@ def _cpu_model() -> str:
 
 def parse_args(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--suite", choices=[*SUITES, "all"], default="algebra",
+                    help="algebra: programs.py (-> cpu.json/.md); kernelbench: kernelbench_style.py "
+                         "(-> cpu_kernelbench.json/.md); all: both, each to its own files (default algebra)")
     ap.add_argument("--repeats", type=int, default=None, help="timed calls per variant (default 100, quick 5)")
-    ap.add_argument("--programs", default=None, help=f"comma-separated subset of: {','.join(PROGRAMS)}")
+    ap.add_argument("--programs", default=None, help="comma-separated subset of the suite's programs")
     ap.add_argument("--quick", action="store_true", help="few repeats and no retries, for a CI smoke run")
     ap.add_argument("--attempts", type=int, default=None, help=f"timing runs per program while other processes "
                     f"use > {BUSY_CORES} cores; the least disturbed is kept (default 5, quick 1)")
     ap.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)), help="torch.set_num_threads")
-    ap.add_argument("--out", default=str(Path(__file__).parent / "results"), help="folder for cpu.json/cpu.md")
+    ap.add_argument("--out", default=str(Path(__file__).parent / "results"),
+                    help="folder for the result files (cpu.json/.md, cpu_kernelbench.json/.md)")
     args = ap.parse_args(argv)
     args.repeats = args.repeats or (5 if args.quick else 100)
     args.attempts = args.attempts or (1 if args.quick else 5)
-    args.programs = args.programs.split(",") if args.programs else list(PROGRAMS)
-    unknown = [n for n in args.programs if n not in PROGRAMS]
+    args.suites = list(SUITES) if args.suite == "all" else [args.suite]
+    known = [name for suite in args.suites for name in SUITES[suite][0]]
+    args.programs = args.programs.split(",") if args.programs else known
+    unknown = [n for n in args.programs if n not in known]
     if unknown:
-        ap.error(f"unknown program(s) {unknown}; known: {list(PROGRAMS)}")
+        ap.error(f"unknown program(s) {unknown} in suite {args.suite}; known: {known}")
     return args
+
+
+def run_suite(suite: str, args) -> dict:
+    """Benchmark the suite's programs named in ``args.programs``; the results as written to JSON."""
+    programs = SUITES[suite][0]
+    machine = {**machine_info(args.threads, args.repeats), "allocator": steady_allocator()}
+    results = {"suite": suite, "machine": machine, "programs": {}}
+    for name in [n for n in args.programs if n in programs]:
+        print(f"[bench] {suite}/{name} ...", file=sys.stderr, flush=True)
+        results["programs"][name] = bench_program(programs[name], args.repeats, args.attempts)
+    return results
 
 
 def main(argv=None) -> int:
     args = parse_args(argv)
     torch.set_num_threads(args.threads)
-    results = {"machine": {**machine_info(args.threads, args.repeats), "allocator": steady_allocator()},
-               "programs": {}}
-    for name in args.programs:
-        print(f"[bench] {name} ...", file=sys.stderr, flush=True)
-        results["programs"][name] = bench_program(PROGRAMS[name], args.repeats, args.attempts)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "cpu.json").write_text(json.dumps(results, indent=1) + "\n")
-    table = markdown(results)
-    (out / "cpu.md").write_text(table)
-    print(table)
+    for suite in args.suites:
+        results = run_suite(suite, args)
+        if not results["programs"]:
+            continue  # --programs named none of this suite's programs
+        stem = SUITES[suite][1]
+        (out / f"{stem}.json").write_text(json.dumps(results, indent=1) + "\n")
+        table = markdown(results)
+        (out / f"{stem}.md").write_text(table)
+        print(table)
     return 0
 
 

@@ -1,8 +1,9 @@
-"""Turn benchmark results (the dict written to cpu.json) into verdicts and a Markdown table.
+"""Turn benchmark results (the dict written to cpu.json or cpu_kernelbench.json) into verdicts and a Markdown table.
 
 The two targets:
 - on programs with an algebraic win, EqiForge's median is within 10% of the hand rewrite's;
 - on the other programs, EqiForge is never more than 5% slower than eager.
+A target no program of the suite falls under is left out (the KernelBench-style suite has only the second).
 A program whose EqiForge variant is missing or computes a different result fails its target.
 Rows timed while other processes kept more than ``BUSY_CORES`` cores busy (even after retries) are flagged:
 on a shared machine their ratios are noise, and the run should be repeated when the machine is quiet.
@@ -18,9 +19,11 @@ TARGETS = [  # (algebraic_win, yardstick variant, allowed ratio, sentence)
 
 
 def verdicts(results: dict) -> list[tuple[str, bool, list[str]]]:
-    """(target sentence, passed, offending programs with the reason) per target."""
+    """(target sentence, passed, offending programs with the reason) per target the suite's programs fall under."""
     out = []
     for algebraic, yardstick, limit, sentence in TARGETS:
+        if not any(row["algebraic_win"] == algebraic for row in results["programs"].values()):
+            continue
         offenders = []
         for name, row in results["programs"].items():
             if row["algebraic_win"] != algebraic:
@@ -54,6 +57,12 @@ def _eqiforge_cells(row: dict) -> list[str]:
             str(info["enodes"]), info["stop_reason"]]
 
 
+def _runs_cell(row: dict) -> str:
+    """What a call of EqiForge's module runs: its plan, or the original program (no better plan)."""
+    runs = row["info"].get("eqiforge", {}).get("runs")  # absent in results written before it was recorded
+    return "n/a" if runs is None else "plan" if runs == "the plan" else "original"
+
+
 def _load_cell(row: dict) -> str:
     cores = row["other_load_cores"]
     return "n/a" if cores is None else f"{cores:.2f}" + (" BUSY" if cores > BUSY_CORES else "")
@@ -66,24 +75,26 @@ def _correct_cell(row: dict) -> str:
 
 HEADER = ["program", "algebra", "eager ms", "compile ms", "hand ms", "EqiForge ms", "plan alone ms",
           "EqiForge/hand", "EqiForge/eager", "compile/eager", "optimize s", "predicted us (before -> after)",
-          "e-nodes", "stop", "outputs", "other load"]
+          "e-nodes", "stop", "runs", "outputs", "other load"]
 
 
 def markdown(results: dict) -> str:
     """The results table, the targets' verdicts and the errors of variants that could not be built or run."""
     m = results["machine"]
-    lines = [f"# CPU benchmark ({m['date']})", "",
+    suite = results.get("suite", "algebra")  # results written before suites existed are the algebra suite
+    lines = [f"# CPU benchmark, {suite} suite ({m['date']})", "",
              f"EqiForge {m['eqiforge']}, {m['cpu']}, {m['cpus_usable']} usable CPUs, torch {m['torch']}, "
              f"{m['threads']} threads, "
              f"median of {m['repeats']} interleaved calls; times in ms, ratios < 1 are faster. 'plan alone' is "
-             f"EqiForge's lowered plan called without its drop-in wrapper (a diagnostic, not a target).", "",
+             f"EqiForge's lowered plan called without its drop-in wrapper (a diagnostic, not a target); 'runs' says "
+             f"whether EqiForge's module runs its plan or the original program (a plan predicted no better).", "",
              "| " + " | ".join(HEADER) + " |", "|" + "---|" * len(HEADER)]
     for name, row in results["programs"].items():
         ms, r = row["median_ms"], row["ratios"]
         cells = [name, "yes" if row["algebraic_win"] else "no",
                  *(_ms(ms[v]) for v in ("eager", "compile", "hand", "eqiforge", "eqiforge_plan")),
                  *(_x(r[k]) for k in ("eqiforge/hand", "eqiforge/eager", "compile/eager")),
-                 *_eqiforge_cells(row), _correct_cell(row), _load_cell(row)]
+                 *_eqiforge_cells(row), _runs_cell(row), _correct_cell(row), _load_cell(row)]
         lines.append("| " + " | ".join(cells) + " |")
     lines.append("")
     for sentence, passed, offenders in verdicts(results):

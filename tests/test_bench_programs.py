@@ -1,5 +1,7 @@
 """The CPU benchmark's hand-optimised rewrites compute what the programs compute (a benchmark against a
-wrong rewrite would prove nothing), and every benchmark program optimizes to a plan matching eager."""
+wrong rewrite would prove nothing), and every benchmark program optimizes to a plan matching eager: the
+algebra suite at benchmark size, the KernelBench-style suite shrunk (its programs at benchmark size take
+minutes to optimize and check; the small ones keep every program and op in the test)."""
 import sys
 from pathlib import Path
 
@@ -10,8 +12,11 @@ BENCH = Path(__file__).resolve().parent.parent / "bench"
 sys.path.insert(0, str(BENCH))
 
 import check_programs  # noqa: E402
+import kernelbench_style  # noqa: E402
 import measure  # noqa: E402
 import programs  # noqa: E402
+import run_cpu  # noqa: E402
+import summary  # noqa: E402
 
 import eqiforge  # noqa: E402
 
@@ -28,3 +33,67 @@ def test_benchmark_programs_optimize_correctly(name):
     with torch.no_grad():
         got, want = opt(*inputs), fn(*inputs)
     assert (got - want).norm() <= 1e-4 * want.norm()
+
+
+@pytest.mark.parametrize("name", list(kernelbench_style.SMALL))
+def test_kernelbench_style_programs_optimize_correctly(name):
+    """The module EqiForge returns and its plan alone both match eager: where the module runs the original
+    program (a plan predicted no better), the plan is still checked."""
+    fn, inputs = kernelbench_style.SMALL[name].make()
+    opt = eqiforge.optimize(fn, inputs, backend="torch")
+    with torch.no_grad():
+        want = fn(*inputs)
+        assert measure.rel_error(opt(*inputs), want) <= measure.TOLERANCE
+        assert measure.rel_error(opt.runner.forward(*inputs), want) <= measure.TOLERANCE
+    assert "fell back" not in opt.report.validation, opt.report.validation
+
+
+def test_kernelbench_style_suite_is_whole():
+    """At least 40 programs, the same ones at both sizes, none claiming an algebraic win (the yardstick is
+    eager), every one documented, and no name shared with the algebra suite (run_cpu --programs)."""
+    suite, small = kernelbench_style.SUITE, kernelbench_style.SMALL
+    assert len(suite) >= 40 and list(suite) == list(small)
+    assert not set(suite) & set(programs.PROGRAMS)
+    for name, p in suite.items():
+        assert not p.algebraic_win and p.doc and p.doc == small[name].doc, name
+        program, _ = p.make()
+        assert p.hand(program) is program, name
+
+
+def test_fresh_inputs_keep_labels_in_range():
+    """Integer inputs are class labels: fresh ones stay in the example's range; float inputs are as before."""
+    example = (torch.randn(64, 10), torch.randint(0, 10, (64,)))
+    sets = run_cpu.fresh(example, 3)
+    assert len(sets) == 3
+    for x, labels in sets:
+        assert x.shape == (64, 10) and x.dtype == torch.float32
+        assert labels.dtype == torch.int64 and 0 <= labels.min() and labels.max() <= example[1].max()
+    floats = (torch.randn(4, 5),)
+    assert torch.equal(run_cpu.fresh(floats, 2)[1][0], measure.fresh_inputs(floats, 2)[1][0])
+
+
+def test_suite_option_selects_programs_and_files():
+    assert run_cpu.parse_args([]).programs == list(programs.PROGRAMS)  # the default is today's suite
+    args = run_cpu.parse_args(["--suite", "kernelbench"])
+    assert args.suites == ["kernelbench"] and args.programs == list(kernelbench_style.SUITE)
+    args = run_cpu.parse_args(["--suite", "all", "--programs", "softmax,low_rank"])
+    assert args.suites == ["algebra", "kernelbench"] and args.programs == ["softmax", "low_rank"]
+    assert run_cpu.SUITES["kernelbench"][1] == "cpu_kernelbench" and run_cpu.SUITES["algebra"][1] == "cpu"
+    with pytest.raises(SystemExit):
+        run_cpu.parse_args(["--suite", "algebra", "--programs", "softmax"])
+
+
+def test_summary_of_a_suite_without_algebra_has_only_the_eager_target():
+    ms = {"eager": 1.0, "compile": 1.0, "hand": 1.0, "eqiforge": 1.2, "eqiforge_plan": 1.0}
+    row = {"algebraic_win": False, "median_ms": ms, "ratios": {"eqiforge/eager": 1.2, "eqiforge_plan/eager": 1.0,
+           "eqiforge/hand": 1.2, "compile/eager": 1.0}, "correct": {"eqiforge": True}, "rel_error": {"eqiforge": 0.0},
+           "build_seconds": {"eqiforge": 0.5}, "other_load_cores": 0.0, "errors": {},
+           "info": {"eqiforge": {"predicted_before_s": 1e-5, "predicted_after_s": 1e-5, "enodes": 3,
+                                 "stop_reason": "saturated", "runs": "the original program (no better)"}}}
+    results = {"suite": "kernelbench", "programs": {"softmax": row},
+               "machine": {"date": "today", "eqiforge": "abc", "cpu": "cpu", "cpus_usable": 2, "torch": "2",
+                           "threads": 2, "repeats": 5}}
+    (sentence, passed, offenders), = summary.verdicts(results)
+    assert "eager" in sentence and not passed and offenders[0].startswith("softmax (1.20x eager")
+    table = summary.markdown(results)
+    assert "kernelbench suite" in table and "| original |" in table
