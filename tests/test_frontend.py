@@ -98,6 +98,20 @@ def test_mlp_3d_input_with_tanh_gelu():
     assert "GeluTanh" in cap.graph.op_counts()
 
 
+@pytest.mark.parametrize("fn", [F.elu, lambda x: F.elu(x, alpha=0.5), F.selu, F.softplus,
+                                lambda x: F.softplus(x, beta=2.0), torch.log1p],
+                         ids=["elu", "elu_alpha", "selu", "softplus", "softplus_beta", "log1p"])
+def test_activations_are_ir_ops_not_pytorch_calls(fn):
+    x = torch.randn(4, 16) * 3
+    cap = check(lambda t: fn(t.abs()) if fn is torch.log1p else fn(t), x)
+    assert "Extern" not in cap.graph.op_counts()
+
+
+def test_softplus_with_another_threshold_stays_a_pytorch_call():
+    cap = check(lambda t: F.softplus(t, threshold=5.0), torch.randn(4, 16) * 3)
+    assert "Softplus" not in cap.graph.op_counts()
+
+
 def test_layer_norm():
     cap = check(nn.LayerNorm([4, 8]), torch.randn(3, 4, 8))
     assert cap.graph.op_counts()["Rsqrt"] == 1

@@ -268,6 +268,14 @@ def softplus(b: Builder, a: Args, out: Meta) -> Ref:
     return b.op("Softplus", x) if beta == 1 else b.scale(b.op("Softplus", b.scale(x, beta)), 1.0 / beta)
 
 
+def elu(b: Builder, a: Args, out: Meta) -> Ref:
+    """elu(x; alpha, scale, input_scale) = scale * Where(x > 0, x, alpha * (exp(input_scale * x) - 1))."""
+    x = b.cast(a["self"], out.dtype)
+    negative = b.op("Sub", b.op("Exp", b.scale(x, a["input_scale"])), b.fill(1.0, x.shape, x.dtype))
+    y = b.op("Where", b.op("Gt", x, b.fill(0, x.shape, x.dtype)), x, b.scale(negative, a["alpha"]))
+    return b.scale(y, a["scale"])
+
+
 def hardtanh(b: Builder, a: Args, out: Meta) -> Ref:
     return clamped(b, a["self"], a["min_val"], a["max_val"], out)
 
@@ -497,7 +505,7 @@ ELEMENTWISE: dict[Any, BuildFn] = {aten_op(t): PLAIN[o.kind](o.name)
 #: ATen overload (or whole overload packet) -> builder; anything else becomes an Extern
 TABLE: dict[Any, BuildFn] = {
     **ELEMENTWISE,
-    aten.gelu: gelu, aten.softplus: softplus,
+    aten.gelu: gelu, aten.softplus: softplus, aten.elu.default: elu,
     aten.add.Tensor: add_sub("Add"), aten.add.Scalar: add_sub("Add"),
     aten.sub.Tensor: add_sub("Sub"), aten.sub.Scalar: add_sub("Sub"),
     aten.rsub.Tensor: rsub, aten.rsub.Scalar: rsub,
