@@ -18,6 +18,7 @@ from .extract import Extraction, extract
 from .extract.dag import Selection
 from .lower.plan import Plan, build_plan, price
 from .lower.torch_code import to_torch_code
+from .cost.as_written import written_seconds
 from .lower.writer import provenance
 from .report import Report, StageTimer
 from .runtime import OptimizedModule
@@ -61,7 +62,8 @@ def optimize(fn, example_inputs, **options) -> OptimizedModule:
     with timer("capture"):
         captured = frontend.capture(fn, example_inputs, fold_params=opts.fold_constants)
     optimized = optimize_graph(captured.graph, captured.input_names, captured.out_spec, opts, timer,
-                               bound=captured.param_inputs, examples=list(example_inputs), title=program_title(fn))
+                               bound=captured.param_inputs, examples=list(example_inputs), title=program_title(fn),
+                               written=captured.written)
     why = _no_better(optimized) if opts.backend == "torch" and opts.original_if_no_better else None
     if why:
         optimized.run_original(fn, why)
@@ -69,14 +71,19 @@ def optimize(fn, example_inputs, **options) -> OptimizedModule:
 
 
 def _no_better(optimized) -> str | None:
-    """Why the plan is no better than the program as written, or None. The captured program is priced
-    decomposed (core ATen), so a plan no faster than it is slower than the original calls: those run then."""
-    computes = {op for op, n in optimized.report.ops_after.items() if n and ops.get(op).kind != "leaf"}
+    """Why the plan is no better than the program as written, or None: it is only PyTorch calls EqiForge
+    does not optimize, or it is predicted no faster than the captured program (priced decomposed, so slower
+    than the user's own calls) or than the program's calls as written, each one native kernel."""
+    report = optimized.report
+    computes = {op for op, n in report.ops_after.items() if n and ops.get(op).kind != "leaf"}
     if computes <= {"Extern"}:
         return "the plan is PyTorch calls EqiForge does not optimize" if computes else "the plan computes nothing"
-    before, after = optimized.report.predicted_before, optimized.report.predicted_after
-    if after >= before:
-        return f"the plan is predicted no faster: {after * 1e6:.1f} us vs {before * 1e6:.1f} us as captured"
+    after = report.predicted_after
+    if after >= report.predicted_before:
+        return f"the plan is predicted no faster: {after * 1e6:.1f} us vs {report.predicted_before * 1e6:.1f} us as captured"
+    if report.predicted_written and after >= report.predicted_written:
+        return (f"the plan is predicted no faster than the program's calls as written: {after * 1e6:.1f} us vs "
+                f"{report.predicted_written * 1e6:.1f} us")
     return None
 
 
@@ -96,7 +103,7 @@ def program_title(fn) -> str:
 
 
 def optimize_graph(graph, input_names, out_spec, opts: Options, timer: StageTimer, bound=None,
-                   examples=None, title: str = "a program") -> OptimizedModule:
+                   examples=None, title: str = "a program", written=()) -> OptimizedModule:
     """The stages after capture, shared by ``optimize`` and the torch.compile backend. ``bound`` maps graph
     inputs that are not call arguments (live parameters) to their tensors; ``examples`` are the call's
     inputs the plan is checked on (None: random ones)."""
@@ -125,6 +132,7 @@ def optimize_graph(graph, input_names, out_spec, opts: Options, timer: StageTime
         rulesets=names,
         saturation=saturation, stage_seconds=timer.seconds,
         predicted_before=sum(price(graph, model).values()), predicted_after=plan.predicted_seconds,
+        predicted_written=written_seconds(written, model.device) if written else 0.0,
         extraction_method=selection.method, extraction_cost=selection.cost, cost_model=model.name,
         ops_before=graph.op_counts(), ops_after=plan.graph.op_counts(), folded_constants=plan.folded,
         lowering_notes=notes, validation=validation)

@@ -15,6 +15,7 @@ class Report:
     stage_seconds: dict[str, float] = field(default_factory=dict)
     predicted_before: float = 0.0  # seconds, the captured program as written
     predicted_after: float = 0.0  # seconds, the extracted plan
+    predicted_written: float = 0.0  # seconds, the program's calls as written, each one native kernel (0: unknown)
     extraction_method: str = ""
     extraction_cost: float = 0.0
     cost_model: str = ""
@@ -62,7 +63,8 @@ class Report:
             ("rule sets", ", ".join(self.rulesets) or "(none)"),
             ("program", f"{count(self.ops_before)} -> {count(self.ops_after)}"),
             ("predicted time", f"{self.predicted_before * 1e6:.1f} us -> {self.predicted_after * 1e6:.1f} us "
-                               f"({self.speedup:.2f}x, {self.cost_model})"),
+                               f"({self.speedup:.2f}x, {self.cost_model})"
+                               + (f"; as written {self.predicted_written * 1e6:.1f} us" if self.predicted_written else "")),
             ("e-graph", f"{self.enodes} e-nodes, {self.eclasses} e-classes after {self.iterations} iterations"),
             ("stopped because", self.stop_reason),
             ("extraction", f"{self.extraction_method}"),

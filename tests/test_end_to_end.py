@@ -279,3 +279,19 @@ def test_a_plan_with_an_algebraic_win_runs_the_plan():
     a, b, v = torch.randn(512, 512), torch.randn(512, 512), torch.randn(512, 1)
     opt = eqiforge.optimize(lambda a, b, v: a @ b @ v, (a, b, v))
     assert opt.report.runs == "the plan" and opt.report.speedup > 1.5
+
+
+def test_a_plan_slower_than_the_calls_as_written_runs_the_original():
+    """F.smooth_l1_loss is one fused PyTorch kernel but eight ops once decomposed: the plan beats the
+    decomposition, not the call, and the program as written (priced call by call) says so."""
+    from eqiforge.frontend import capture
+    pred, target = torch.randn(256, 256), torch.randn(256, 256)
+    fn = torch.nn.functional.smooth_l1_loss
+    assert [c.op for c in capture(fn, (pred, target)).written] == ["aten.broadcast_tensors.default",
+                                                                   "aten.smooth_l1_loss.default"]
+    opt = eqiforge.optimize(fn, (pred, target), device="cpu")
+    r = opt.report
+    assert r.predicted_after < r.predicted_before and r.predicted_written < r.predicted_after
+    assert opt.report.runs.startswith("the original program (the plan is predicted no faster than the program's")
+    assert "as written" in r.summary()
+    assert_close(opt(pred, target), fn(pred, target))

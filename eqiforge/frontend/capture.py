@@ -24,6 +24,7 @@ from torch.utils import _pytree as pytree
 from ..errors import EqiforgeError
 from ..ir import Graph
 from . import aten
+from .as_written import WrittenCall, written_calls
 from .constants import fold_constant_externs
 from .fx_to_ir import fx_to_ir
 from .masks import mark_causal_masks
@@ -40,6 +41,7 @@ class Captured:
     out_spec: pytree.TreeSpec  # rebuilds the user's output structure from ``graph.outputs``
     module: torch.nn.Module | None  # the source module; None for a plain function
     param_inputs: dict[str, torch.Tensor] = field(default_factory=dict)  # fold_params=False: IR input -> tensor
+    written: list[WrittenCall] = field(default_factory=list)  # the program's calls before decomposition
 
     def feeds(self, *inputs: torch.Tensor) -> dict[str, torch.Tensor]:
         """IR inputs by name for a call with ``inputs`` (the weights included when they are not folded)."""
@@ -57,7 +59,8 @@ def capture(fn_or_module, example_inputs, *, fold_params: bool = True) -> Captur
     tensors) at ``example_inputs`` (a tuple or list of tensors) and convert it to the IR."""
     module = _as_module(fn_or_module)
     inputs = _check_inputs(example_inputs)
-    program = _export(module, inputs, _name(fn_or_module))
+    exported = _export(module, inputs, _name(fn_or_module))
+    program = _decompose(exported)
     signature = program.graph_signature
     if signature.buffers_to_mutate or signature.user_inputs_to_mutate:
         mutated = list(signature.buffers_to_mutate.values()) + list(signature.user_inputs_to_mutate.values())
@@ -75,7 +78,8 @@ def capture(fn_or_module, example_inputs, *, fold_params: bool = True) -> Captur
     graph = mark_causal_masks(fold_constant_externs(graph))
     input_names = [spec.arg.name for spec in signature.input_specs if spec.kind == InputKind.USER_INPUT]
     source = fn_or_module if isinstance(fn_or_module, torch.nn.Module) else None
-    return Captured(graph, input_names, program.call_spec.out_spec, source, param_inputs)
+    return Captured(graph, input_names, program.call_spec.out_spec, source, param_inputs,
+                    written_calls(exported.graph_module))
 
 
 def _as_module(fn_or_module) -> torch.nn.Module:
@@ -128,7 +132,7 @@ def _name(fn_or_module) -> str:
 
 
 def _export(module: torch.nn.Module, inputs: tuple, name: str) -> torch.export.ExportedProgram:
-    """torch.export + core-ATen decompositions; tracing failures become an EqiforgeError naming the cause."""
+    """torch.export; tracing failures become an EqiforgeError naming the cause."""
     try:
         with warnings.catch_warnings():  # torch's own deprecation notices, not the user's concern
             warnings.simplefilter("ignore", FutureWarning)
@@ -140,6 +144,11 @@ def _export(module: torch.nn.Module, inputs: tuple, name: str) -> torch.export.E
             "with torch.export at static shapes: replace Python control flow that depends on tensor values "
             "(if x.sum() > 0, .item(), .tolist()) by torch.where or torch.cond, and check that the example "
             "inputs are valid for the program") from err
+    return program
+
+
+def _decompose(program: torch.export.ExportedProgram) -> torch.export.ExportedProgram:
+    """Core-ATen decompositions, but for the composites the IR has whole (``aten.KEEP_WHOLE``)."""
     table = torch.export.default_decompositions()
     for op in aten.KEEP_WHOLE:
         table.pop(op, None)
