@@ -1,6 +1,7 @@
 """Optimizer speed: how long EqiForge itself takes on a 12-layer BERT-base encoder (batch 8, seq 128).
 
-Target (issue 2): saturation + extraction under 10 s on a 2-core machine with all algebra rule sets.
+Target (issue 12): saturation + extraction at most 5 s on a 2-core machine with all algebra rule sets
+(issue 2 asked for 10 s).
 Capture (torch.export) and lowering are reported too, apart. Writes bench/results/optimizer_speed.{json,md}.
 
     python bench/optimizer_speed.py [--example bert_encoder] [--repeats 3]
@@ -37,7 +38,7 @@ def measure(example: str, repeats: int, extractor: str) -> dict:
         "enodes": r.enodes, "eclasses": r.eclasses, "iterations": r.iterations, "stop_reason": r.stop_reason,
         "ops_before": sum(r.ops_before.values()), "ops_after": sum(r.ops_after.values()),
         "predicted_us_before": r.predicted_before * 1e6, "predicted_us_after": r.predicted_after * 1e6,
-        "rulesets": r.rulesets,
+        "rulesets": r.rulesets, "cost_model": r.cost_model,
     }
 
 
@@ -53,14 +54,15 @@ def main() -> None:
     OUT.mkdir(exist_ok=True)
     (OUT / "optimizer_speed.json").write_text(json.dumps(result, indent=2) + "\n")
     med = result["median_seconds"]
-    verdict = "PASS" if med["saturate+extract"] < 10 else "FAIL"
+    verdict = "PASS" if med["saturate+extract"] <= 5 else "FAIL"
     md = [f"# Optimizer speed: {args.example} ({result['machine']['cpus']} CPUs, torch {torch.__version__})", "",
           "| stage | median seconds |", "|---|---|"]
     md += [f"| {k} | {v:.2f} |" for k, v in med.items()]
     md += ["", f"e-graph: {result['enodes']} e-nodes, {result['eclasses']} e-classes, {result['iterations']} "
                f"iterations, stopped: {result['stop_reason']}; extraction: {result['extractor']}",
-           f"predicted (H100 roofline): {result['predicted_us_before']:.0f} us -> {result['predicted_us_after']:.0f} us",
-           f"target saturation + extraction < 10 s: {verdict} ({med['saturate+extract']:.2f} s)"]
+           f"predicted ({result['cost_model']}): {result['predicted_us_before']:.0f} us -> "
+           f"{result['predicted_us_after']:.0f} us",
+           f"target saturation + extraction <= 5 s: {verdict} ({med['saturate+extract']:.2f} s)"]
     (OUT / "optimizer_speed.md").write_text("\n".join(md) + "\n")
     print("\n".join(md))
 

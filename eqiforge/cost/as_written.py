@@ -17,6 +17,8 @@ from .roofline import RooflinePrior
 VIEWS = ("view", "reshape", "_unsafe_view", "broadcast_tensors", "transpose", "permute", "expand", "unsqueeze", "squeeze", "t",
          "slice", "select", "alias", "detach", "split", "chunk", "unbind", "lift_fresh_copy", "dropout")
 CONTRACTIONS = ("mm", "bmm", "matmul", "addmm", "baddbmm", "linear", "mv", "dot")
+#: calls that read only the elements their indices pick (plus the indices), not whole operands
+GATHERS = ("nll_loss", "nll_loss_nd", "nll_loss_forward", "nll_loss2d", "gather", "index_select", "embedding", "take", "index")
 TRANSCENDENTAL = ("exp", "log", "tanh", "sigmoid", "gelu", "silu", "mish", "softplus", "erf", "pow", "sqrt",
                   "rsqrt", "softmax", "log_softmax", "logsumexp", "layer_norm", "group_norm", "batch_norm",
                   "cross_entropy", "nll_loss", "elu", "selu", "celu")
@@ -35,6 +37,12 @@ def call_seconds(call, prior: RooflinePrior) -> float:
         return device.view_us * 1e-6
     moved = sum(ops.numel(s) * ops.dtype_size(d) for s, d in zip(call.in_shapes + call.out_shapes,
                                                                    call.in_dtypes + call.out_dtypes))
+    elements = max(ops.numel(s) for s in call.in_shapes + call.out_shapes)
+    if name in GATHERS:  # the indices, one picked element per index, the results
+        indices = sum(ops.numel(s) for s, d in zip(call.in_shapes, call.in_dtypes) if d in ("int64", "int32"))
+        outputs = [ops.numel(s) for s in call.out_shapes]
+        moved = indices * 12 + sum(n * ops.dtype_size(d) for n, d in zip(outputs, call.out_dtypes))
+        elements = max([indices, *outputs])
     memory = moved / (device.mem_bw_gbs * 1e9)
     product = _as_matmul(name, call)
     if product is not None:  # priced as the plan's matrix products are, so the two compare like for like
@@ -45,7 +53,6 @@ def call_seconds(call, prior: RooflinePrior) -> float:
     if flops:
         compute = flops / device.matmul_peak(call.out_dtypes[0])
     else:
-        elements = max(ops.numel(s) for s in call.in_shapes + call.out_shapes)
         per_element = 8.0 if any(t in name for t in TRANSCENDENTAL) else 1.0
         compute = elements * per_element / (device.vector_tflops * 1e12)
     return device.launch_us * 1e-6 + max(compute, memory)
