@@ -23,13 +23,14 @@ def _is_row(shape, n: int) -> bool:
     return shape[-1] == n and all(d == 1 for d in shape[:-1])
 
 
-def is_native(op: str, attrs: tuple, in_shapes) -> bool:
-    """Whether kernel node ``op(attrs)`` on operands of ``in_shapes`` is one native PyTorch call."""
+def is_native(op: str, attrs: tuple, in_shapes, unfused=()) -> bool:
+    """Whether kernel node ``op(attrs)`` on operands of ``in_shapes`` is one native PyTorch call; row kinds
+    in ``unfused`` have no fused kernel on the device priced for (a Device's ``unfused``)."""
     if op not in CALLS:
         return False
     a = ops.get(op).named(attrs)
     if op == "RowReduceK":
-        if a.prologue != ("x",) or a.kind == "moments":  # moments: no single PyTorch call
+        if a.prologue != ("x",) or a.kind == "moments" or a.kind in unfused:  # moments: no single call
             return False
         n = in_shapes[0][-1]
         return a.epilogue == ACC or (a.kind in NORMS and a.epilogue in (SCALE, AFFINE)

@@ -39,6 +39,7 @@ def test_the_cpu_is_measured_once_per_machine_and_cached(fake_measure, tmp_path)
     assert fake_measure == [1] and first == again
     assert first.name == "cpu" and first.sms == 2 and first.launch_us == 2.0 and first.mem_bw_gbs == 20.0
     assert first.matmul_peak("float64") == 0.05e12 and first.matmul_peak("float16") == 0.1e12  # unmeasured: fp32's
+    assert first.unfused == calibrate.unfused_on_cpu()
     stored = json.loads(calibrate.cache_path().read_text())
     assert stored["machine"] == calibrate.machine_key() and stored["figures"] == FIGURES
     calibrate.cpu_device(remeasure=True)
@@ -61,3 +62,17 @@ def test_torch_plans_of_cpu_tensors_are_priced_for_this_cpu(fake_measure, monkey
     assert api.default_device("triton", [x]) is None and api.default_device("torch", [x]) == "cpu"
     monkeypatch.setenv("EQIFORGE_DEVICE", "L40S")
     assert eqiforge.optimize(lambda a: (a @ a).relu(), (x,)).report.cost_model == "roofline prior (L40S)"
+
+
+def test_a_norm_pytorch_composes_on_this_cpu_is_not_priced_as_one_native_call():
+    """F.rms_norm has no fused CPU kernel in this PyTorch (five ATen ops): on the CPU device the plan keeps
+    the written-out ops instead of a 'native' call that is no faster, and the as-written price counts five."""
+    from eqiforge import native
+    from eqiforge.cost.roofline import RooflinePrior
+    from eqiforge.cost.features import node_features
+    attrs = ("rms_norm", ("x",), ("acc",), 1e-6)
+    assert native.is_native("RowReduceK", attrs, [(4, 8)]) and not native.is_native("RowReduceK", attrs, [(4, 8)],
+                                                                                      ("rms_norm",))
+    cpu = get_device("H100").__class__(**{**get_device("H100").__dict__, "unfused": ("rms_norm",)})
+    f = node_features("RowReduceK", [(4, 8)], ["float32"], (4, 8), "float32", attrs=attrs)
+    assert RooflinePrior(cpu).node_seconds(f) == float("inf") and RooflinePrior("H100").node_seconds(f) < 1e-3

@@ -35,6 +35,7 @@ def call_seconds(call, prior: RooflinePrior) -> float:
     name = call.op.split(".")[1] if call.op.startswith("aten.") else call.op
     if name in VIEWS or not call.out_shapes:
         return device.view_us * 1e-6
+    passes = 5 if any(kind in name for kind in device.unfused) else 1  # composed from five ATen ops
     moved = sum(ops.numel(s) * ops.dtype_size(d) for s, d in zip(call.in_shapes + call.out_shapes,
                                                                    call.in_dtypes + call.out_dtypes))
     elements = max(ops.numel(s) for s in call.in_shapes + call.out_shapes)
@@ -55,7 +56,7 @@ def call_seconds(call, prior: RooflinePrior) -> float:
     else:
         per_element = 8.0 if any(t in name for t in TRANSCENDENTAL) else 1.0
         compute = elements * per_element / (device.vector_tflops * 1e12)
-    return device.launch_us * 1e-6 + max(compute, memory)
+    return passes * (device.launch_us * 1e-6 + max(compute, memory))
 
 
 def _as_matmul(name: str, call):

@@ -75,7 +75,14 @@ def cpu_device(remeasure: bool = False) -> Device:
 def _device(figures: dict) -> Device:
     return Device("cpu", figures["threads"], {d: figures[f"matmul_tflops_{d}"] for d in MATMUL_DTYPES},
                   figures["vector_tflops"], figures["mem_bw_gbs"], smem_per_sm_kib=0,
-                  launch_us=figures["call_us"], view_us=figures["view_us"])
+                  launch_us=figures["call_us"], view_us=figures["view_us"], unfused=unfused_on_cpu())
+
+
+def unfused_on_cpu() -> tuple[str, ...]:
+    """Norms this PyTorch build has no fused CPU kernel for (it composes them from five ATen ops), as the
+    dispatcher says: ``F.rms_norm`` on a CPU is no faster than the ops written out."""
+    has = torch._C._dispatch_has_kernel_for_dispatch_key
+    return () if has("aten::_fused_rms_norm", "CPU") else ("rms_norm",)
 
 
 def _best_seconds(fn, repeats: int = 5, inner: int = 1) -> float:

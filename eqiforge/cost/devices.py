@@ -22,6 +22,7 @@ class Device:
     smem_per_sm_kib: int  # usable shared memory per block
     launch_us: float = 4.0
     view_us: float = 0.3  # host-side cost of a view / metadata-only op
+    unfused: tuple[str, ...] = ()  # row kinds PyTorch runs as several kernels here (no fused kernel)
 
     def matmul_peak(self, dtype: str) -> float:
         """FLOP/s of a matmul in ``dtype`` (fp32 runs without TF32 unless asked)."""

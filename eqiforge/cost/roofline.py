@@ -63,7 +63,8 @@ class RooflinePrior:
             return 0.0
         if f.is_view:
             return dev.view_us * 1e-6
-        if f.kind == "kernel" and not self.kernels and not native.is_native(f.op, f.attrs, f.in_shapes):
+        if f.kind == "kernel" and not self.kernels and not native.is_native(f.op, f.attrs, f.in_shapes,
+                                                                                     self.device.unfused):
             return math.inf
         memory = f.bytes / (dev.mem_bw_gbs * 1e9)
         if f.op == "GemmK":
