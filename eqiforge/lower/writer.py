@@ -10,6 +10,7 @@ when eager PyTorch would (holding every intermediate to the end raises peak memo
 from __future__ import annotations
 
 import re
+from abc import ABC, abstractmethod
 
 from .. import ops
 from ..ir import Graph
@@ -18,7 +19,7 @@ from .pytorch_source import GENERATED_VAR, ident
 VARIABLE = re.compile(r"\b[a-z]\d+\b")
 
 
-class PlanWriter:
+class PlanWriter(ABC):
     """Walks ``graph`` (``write``) into ``lines``; inputs named in ``bound`` are read like parameters."""
 
     def __init__(self, graph: Graph, input_names: list[str], bound=()):
@@ -29,21 +30,25 @@ class PlanWriter:
         self.extern_results: dict[str, str] = {}  # extern key -> the variable holding its outputs
 
     # -------------------------------------------------------------------------------- what backends render
+    @abstractmethod
     def constant(self, i: int, n) -> str | None:
-        raise NotImplementedError
+        """A parameter, or an input bound to a tensor."""
 
+    @abstractmethod
     def fill(self, i: int, n) -> str | None:
-        raise NotImplementedError
+        """A constant-filled tensor."""
 
+    @abstractmethod
     def extern_lines(self, var: str, key: str, args: list[str]) -> list[str]:
         """Statements setting ``var`` to the tuple of outputs of extern ``key`` called on ``args``."""
-        raise NotImplementedError
 
+    @abstractmethod
     def kernel(self, i: int, n) -> str | None:
-        raise NotImplementedError
+        """A kernel-layer node."""
 
+    @abstractmethod
     def algebra(self, i: int, n) -> str | None:
-        raise NotImplementedError
+        """Any other op."""
 
     # --------------------------------------------------------------------------------------------- the walk
     def write(self) -> None:
