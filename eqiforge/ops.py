@@ -383,6 +383,13 @@ OPS: dict[str, OpDef] = {o.name: o for o in [
     _op("Softplus", _U, torch.nn.functional.softplus, _TR, aten=("softplus",),
         torch_src="torch.nn.functional.softplus({0})",
         triton="tl.where({0} > 20.0, {0}, tl.where({0} < -15.0, tl.exp({0}), tl.log(1.0 + tl.exp({0}))))"),
+    _op("Hardswish", _U, torch.nn.functional.hardswish, aten=("hardswish",),
+        torch_src="torch.nn.functional.hardswish({0})",
+        triton="{0} * tl.minimum(tl.maximum({0} + 3.0, 0.0), 6.0) / 6.0"),  # x * relu6(x + 3) / 6; nan stays nan
+    _op("Hardsigmoid", _U, torch.nn.functional.hardsigmoid, aten=("hardsigmoid",),
+        torch_src="torch.nn.functional.hardsigmoid({0})",
+        triton="tl.minimum(tl.maximum({0} / 6.0 + 0.5, 0.0, propagate_nan=tl.PropagateNan.ALL), 1.0, "
+               "propagate_nan=tl.PropagateNan.ALL)"),
     # elementwise binary (equal shapes and dtypes)
     _op("Add", _B, torch.add, _EW | {"commutative", "associative"}, aten=("add.Tensor", "add.Scalar"),
         torch_src="torch.add({0}, {1})", triton="{0} + {1}"),

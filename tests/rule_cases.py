@@ -324,7 +324,7 @@ def _centred_product(rng):
 KERNEL_SETS = ["fusion", "layout", "tiling"]
 # an op-table entry's rule-test case: listing its name here tests its generated pointwise-<op> rule(s)
 UNARY_OPS = ["Neg", "Exp", "Log", "Sqrt", "Rsqrt", "Recip", "Abs", "Relu", "Sigmoid", "Tanh", "Erf", "Gelu",
-             "GeluTanh", "Silu", "Mish", "Selu", "Log1p", "Softplus"]
+             "GeluTanh", "Silu", "Mish", "Selu", "Log1p", "Softplus", "Hardswish", "Hardsigmoid"]
 BINARY_OPS = ["Add", "Sub", "Mul", "Div", "Pow", "Maximum", "Minimum"]
 
 
