@@ -23,9 +23,10 @@ from .lower.writer import provenance
 from .report import Report, StageTimer
 from .runtime import OptimizedModule
 from .runtime.triton_plan import TritonPlan
+from .runtime.inductor_plan import InductorPlan, compiled_original
 from .runtime.torch_plan import TorchPlan
 
-BACKENDS = ("torch", "triton")
+BACKENDS = ("torch", "triton", "inductor")
 
 
 @dataclass(frozen=True)
@@ -45,7 +46,8 @@ class Options:
     fold_constants: bool = True  # inference: parameter-only sub-expressions are computed once
     assume_finite: bool = True  # rules exact only for finite values run (README: numerical contract)
     validate: bool = True  # the plan runs against the captured program before it is returned
-    original_if_no_better: bool = True  # torch backend: a plan predicted no faster runs the original program
+    original_if_no_better: bool = True  # torch/inductor: a plan predicted no faster runs the original program
+    #                                     (inductor: the original compiled by Inductor)
     progress: bool = False
 
     def __post_init__(self):
@@ -64,9 +66,9 @@ def optimize(fn, example_inputs, **options) -> OptimizedModule:
     optimized = optimize_graph(captured.graph, captured.input_names, captured.out_spec, opts, timer,
                                bound=captured.param_inputs, examples=list(example_inputs), title=program_title(fn),
                                written=captured.written)
-    why = _no_better(optimized) if opts.backend == "torch" and opts.original_if_no_better else None
+    why = _no_better(optimized) if opts.backend != "triton" and opts.original_if_no_better else None
     if why:
-        optimized.run_original(fn, why)
+        optimized.run_original(compiled_original(fn) if opts.backend == "inductor" else fn, why)
     return optimized
 
 
@@ -90,7 +92,7 @@ def _no_better(optimized) -> str | None:
 def default_device(backend: str, tensors) -> str | None:
     """The device a plan is priced for when none is named: this CPU, as measured (cost/calibrate.py), for a
     torch-backend plan of CPU tensors; the cost model's default GPU otherwise (a triton plan runs on one)."""
-    if backend == "torch" and all(t.device.type == "cpu" for t in tensors if isinstance(t, torch.Tensor)):
+    if backend != "triton" and all(t.device.type == "cpu" for t in tensors if isinstance(t, torch.Tensor)):
         return "cpu"
     return None
 
@@ -205,9 +207,14 @@ class _Lowering:
 
 def _lower(plan, input_names, bound, backend, title, rulesets):
     """(runner, its source, notes for the report) for the chosen backend."""
-    if backend == "torch":
-        runner = TorchPlan(to_torch_code(plan.graph, input_names, bound, provenance(plan, title, rulesets)))
-        return runner, runner.source, []
+    if backend in ("torch", "inductor"):
+        code = to_torch_code(plan.graph, input_names, bound, provenance(plan, title, rulesets))
+        if backend == "torch":
+            runner = TorchPlan(code)
+            return runner, runner.source, []
+        runner = InductorPlan(code)
+        return runner, runner.source, ["Inductor compiles this function at its first call (torch.compile, "
+                                       "static shapes)"]
     runner = TritonPlan(plan, input_names, {**plan.graph.params, **(bound or {})}, list(bound or {}),
                         title=title, rulesets=rulesets)
     return runner, runner.source, runner.notes

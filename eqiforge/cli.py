@@ -70,9 +70,10 @@ def parser() -> argparse.ArgumentParser:
     o.add_argument("target", nargs="?", help="path.py (Model + get_inputs) or path.py:factory")
     o.add_argument("--example", help="a built-in example instead of a file (see `eqiforge examples`)")
     o.add_argument("--rules", help="comma-separated rule sets (default: all; see `eqiforge rules`)")
-    o.add_argument("--backend", default="torch", choices=["torch", "triton"],
-                   help="torch (default: PyTorch ops, runs anywhere) or triton (generated kernels; CUDA, or the "
-                        "Triton interpreter with TRITON_INTERPRET=1)")
+    o.add_argument("--backend", default="torch", choices=["torch", "triton", "inductor"],
+                   help="torch (default: PyTorch ops, runs anywhere), triton (generated kernels; CUDA, or the "
+                        "Triton interpreter with TRITON_INTERPRET=1) or inductor (the plan compiled by "
+                        "torch.compile's Inductor)")
     o.add_argument("--out", help="with --backend triton: write the plan (plan.py, params.pt, meta.json) here")
     o.add_argument("--extractor", default="auto", choices=["auto", "greedy", "ilp"],
                    help="auto (default): exact ILP on e-graphs up to 20k e-nodes, greedy beyond")

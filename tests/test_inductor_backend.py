@@ -1,0 +1,34 @@
+"""backend="inductor": EqiForge chooses the algebra, Inductor generates the code (issue 13 item 1)."""
+import pytest
+import torch
+
+import eqiforge
+from eqiforge.runtime.inductor_plan import InductorPlan
+
+
+def test_the_plan_is_compiled_by_inductor_and_keeps_its_algebraic_win():
+    a, b, v = torch.randn(128, 128), torch.randn(128, 128), torch.randn(128, 1)
+
+    def chain(a, b, v):
+        return torch.relu(a @ b @ v) * 2.0
+    opt = eqiforge.optimize(chain, (a, b, v), backend="inductor", device="cpu")
+    assert isinstance(opt.runner, InductorPlan) and opt.report.runs == "the plan"
+    assert opt.report.speedup > 3  # (a @ b) @ v -> a @ (b @ v): two matrix-vector products
+    assert "Inductor compiles this function" in " ".join(opt.report.lowering_notes)
+    assert "torch.matmul(b, v)" in opt.source  # the small product first
+    torch.testing.assert_close(opt(a, b, v), chain(a, b, v), rtol=1e-4, atol=1e-4)
+
+
+def test_a_program_without_a_win_runs_compiled_by_inductor_as_written():
+    def gelu2(x):
+        return torch.nn.functional.gelu(x) * 2.0
+    x = torch.randn(32, 32)
+    opt = eqiforge.optimize(gelu2, (x,), backend="inductor", device="cpu")
+    assert opt.report.runs.startswith("the original program")
+    assert opt._original is not gelu2 and getattr(opt._original, "__wrapped__", None) is gelu2  # torch.compile's
+    torch.testing.assert_close(opt(x), gelu2(x))
+
+
+def test_the_inductor_backend_is_known_to_the_cli_options():
+    with pytest.raises(eqiforge.EqiforgeError, match="available: \\['torch', 'triton', 'inductor'\\]"):
+        eqiforge.optimize(torch.relu, (torch.randn(2),), backend="xla")
