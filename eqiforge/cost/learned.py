@@ -51,7 +51,7 @@ class LearnedModel:
         self.mean = np.zeros(len(FEATURE_NAMES))
         self.scale = np.ones(len(FEATURE_NAMES))
         self.header = {"format": FORMAT, "device": self.device.name, "versions": library_versions(),
-                       "feature_version": FEATURE_VERSION, "training": {}}
+                       "feature_version": FEATURE_VERSION, "kernels": kernels, "training": {}}
 
     @property
     def name(self) -> str:
@@ -70,8 +70,10 @@ class LearnedModel:
             return np.stack([net.eval()(x)[:, 0].double().numpy() for net in self.nets])
 
     def corrected(self, batch: list[NodeFeatures], prior: np.ndarray) -> np.ndarray:
-        """Which nodes the model corrects: generated kernels (triton backend) the prior finds feasible."""
-        kernel = [self.prior.kernels and f.kind == "kernel" and not f.folded for f in batch]
+        """Which nodes the model corrects: kernel nodes the prior finds feasible — generated kernels for a
+        model of the triton backend, the native PyTorch calls of kernel nodes for one of the torch backend
+        (a CPU's)."""
+        kernel = [f.kind == "kernel" and not f.folded for f in batch]
         return np.array(kernel, dtype=bool) & np.isfinite(prior)
 
     def predict(self, batch: list[NodeFeatures]) -> np.ndarray:
@@ -129,14 +131,15 @@ class LearnedModel:
         return path
 
     @classmethod
-    def load(cls, path: str | Path, kernels: bool = True) -> "LearnedModel":
+    def load(cls, path: str | Path) -> "LearnedModel":
+        """A saved model, pricing the backend it was trained for (its header's ``kernels``)."""
         with np.load(path, allow_pickle=False) as data:
             header = json.loads(str(data["header"]))
             if header.get("format") != FORMAT or header.get("feature_version") != FEATURE_VERSION:
                 raise EqiforgeError(f"{path}: model format {header.get('format')} / feature version "
                                     f"{header.get('feature_version')} does not match this EqiForge "
                                     f"({FORMAT} / {FEATURE_VERSION}); retrain with `eqiforge cost train`")
-            model = cls(header["device"], header["members"], header["hidden"], kernels)
+            model = cls(header["device"], header["members"], header["hidden"], header.get("kernels", True))
             model.header = {k: v for k, v in header.items() if k not in ("hidden", "members")}
             model.mean, model.scale = data["mean"], data["scale"]
             for i, net in enumerate(model.nets):
@@ -163,8 +166,12 @@ def find_model(device: str | Device | None = None, kernels: bool = True) -> tupl
     existing = [p for p in model_paths(device) if p.exists()]
     if not existing:
         return None, "no learned model for this device"
-    model = LearnedModel.load(existing[0], kernels)
-    here, there = library_versions()["triton"], model.header["versions"].get("triton")
+    model = LearnedModel.load(existing[0])
+    if model.header.get("kernels", True) != kernels:
+        trained = "the triton backend's kernels" if model.header.get("kernels", True) else "the torch backend"
+        return None, f"learned model at {existing[0]} was trained for {trained}"
+    library = "triton" if kernels else "torch"  # what the measured times depend on
+    here, there = library_versions()[library], model.header["versions"].get(library)
     if here != there:
-        return None, f"learned model at {existing[0]} was trained with triton {there}, this is {here}"
+        return None, f"learned model at {existing[0]} was trained with {library} {there}, this is {here}"
     return model, ""

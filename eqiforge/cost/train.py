@@ -34,8 +34,15 @@ def train_model(records: list[dict], held_out: float = 0.25, seed: int = 0, **fi
         raise EqiforgeError("no training records after the shape split")
     summary = {"shapes": len({r["shape"] for r in train}), "held_out_shapes": len({r["shape"] for r in test}),
                "split_seed": seed}
-    return LearnedModel(device).fit([record_features(r) for r in train], np.array([r["seconds"] for r in train]),
-                                    seed=seed, summary=summary, **fit)
+    return LearnedModel(device, kernels=generated_kernels(device)).fit(
+        [record_features(r) for r in train], np.array([r["seconds"] for r in train]), seed=seed, summary=summary,
+        **fit)
+
+
+def generated_kernels(device: str) -> bool:
+    """Whether records of ``device`` time generated Triton kernels (a GPU's) or the torch backend's native
+    PyTorch calls (the CPU's: no Triton there)."""
+    return device != "cpu"
 
 
 def evaluate_models(records: list[dict], models: list, held_out: float = 0.25, seed: int = 0) -> dict[str, dict]:
@@ -47,5 +54,5 @@ def evaluate_models(records: list[dict], models: list, held_out: float = 0.25, s
     feats = [record_features(r) for r in test]
     measured = np.array([r["seconds"] for r in test])
     groups = [r["group"] for r in test]
-    prior = RooflinePrior(records_device(records), kernels=True)
+    prior = RooflinePrior(records_device(records), kernels=generated_kernels(records_device(records)))
     return {m.name: evaluate(groups, m.predict(feats), measured) for m in [prior, *models]}

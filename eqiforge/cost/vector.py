@@ -105,7 +105,7 @@ def feature_vector(f: NodeFeatures, device: Device, resources: dict | None = Non
         math.log(f.intensity + 1e-3),
         _log2(cfg["block_m"]), _log2(cfg["block_n"]), _log2(cfg["block_k"]), cfg["group_m"], cfg["warps"],
         cfg["stages"], _log2(cfg["split_k"]),
-        _log2(cfg["grid"]), per_sm, _log2(full), efficiency, smem / (device.smem_per_sm_kib * 1024),
+        _log2(cfg["grid"]), per_sm, _log2(full), efficiency, smem / max(device.smem_per_sm_kib * 1024, 1),
         flops_pe, expr_nodes, extras, *map(float, transposed),
         float(m % 16 == 0), float(n % 16 == 0), float(k % 16 == 0),
         float(resources is not None), _log2(res.get("n_regs", 0)), _log2(res.get("n_spills", 0) + 1),

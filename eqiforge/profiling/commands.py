@@ -1,4 +1,4 @@
-"""``eqiforge cost profile|train|eval``: collect records on a GPU, fit the learned model, report its decisions.
+"""``eqiforge cost profile|train|eval``: collect records on a GPU (or the CPU), fit the learned model, report its decisions.
 
 Data and model live in ``bench/data/<device>/`` (``records.jsonl``, ``model.npz``), where
 ``eqiforge --cost-model learned`` finds the model.
@@ -31,6 +31,8 @@ def table_device(cuda_name: str):
 
 
 def _profile(args) -> int:
+    if args.device == "cpu":
+        return _profile_cpu(args)
     from .measure import cuda_available, cuda_timer
     if not cuda_available():
         print(NO_CUDA, file=sys.stderr)
@@ -44,6 +46,23 @@ def _profile(args) -> int:
         pool = [r for g in itertools.islice(sweep(device, args.seed + 1), args.pool) for r in g]
         groups = [active_selection(model, pool, args.records, record_features)]
     run = profile(out, groups, cuda_timer, device.name, learned.library_versions(), args.budget, args.records)
+    print(f"measured {run.measured}, failed {run.failed}, already present {run.skipped}; stopped: {run.stop}; "
+          f"records in {out}")
+    return 0
+
+
+def _profile_cpu(args) -> int:
+    """The torch backend's native calls on this CPU, into bench/data/cpu (the GPU records' format)."""
+    from ..cost.calibrate import cpu_device
+    from .cpu import cpu_timer, sweep_cpu
+    out = Path(args.out or learned.DATA_DIR / "cpu")
+    groups = sweep_cpu(args.seed)
+    if args.active:
+        model = learned.LearnedModel.load(out / learned.MODEL_FILE)
+        pool = [r for g in itertools.islice(sweep_cpu(args.seed + 1), args.pool) for r in g]
+        groups = [active_selection(model, pool, args.records, record_features)]
+    cpu_device()  # calibrated before timing starts (the prior the model corrects)
+    run = profile(out, groups, cpu_timer, "cpu", learned.library_versions(), args.budget, args.records)
     print(f"measured {run.measured}, failed {run.failed}, already present {run.skipped}; stopped: {run.stop}; "
           f"records in {out}")
     return 0
@@ -78,7 +97,9 @@ def _calibrate(args) -> int:
 def add_commands(sub) -> None:
     cost = sub.add_parser("cost", help="profile kernels, train and evaluate the learned cost model")
     verbs = cost.add_subparsers(dest="cost_command", required=True)
-    p = verbs.add_parser("profile", help="measure kernels on this CUDA device (exits 0 with a note without one)")
+    p = verbs.add_parser("profile", help="measure kernels on this CUDA device (exits 0 with a note without one), "
+                                         "or with --device cpu the torch backend's native calls on this CPU")
+    p.add_argument("--device", choices=["cuda", "cpu"], default="cuda", help="what to profile (default cuda)")
     p.add_argument("--out", help="records directory (default bench/data/<device>)")
     p.add_argument("--budget", type=float, default=600.0, help="seconds to spend measuring (default 600)")
     p.add_argument("--records", type=int, default=None, help="stop after this many new records")
