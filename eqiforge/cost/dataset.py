@@ -13,6 +13,7 @@ dims alone. Evaluation holds out whole shapes, so a model is never tested on a s
 """
 from __future__ import annotations
 
+import gzip
 import hashlib
 import json
 from pathlib import Path
@@ -50,13 +51,18 @@ def record_features(rec: dict) -> NodeFeatures:
 
 
 def read_records(path: str | Path) -> list[dict]:
-    """Records of a JSON-lines file, or of every ``*.jsonl`` under a directory; a torn last line (a run cut
-    short mid-write) is skipped."""
+    """Records of a JSON-lines file, or of every ``*.jsonl`` under a directory (or its committed, gzipped
+    ``*.jsonl.gz`` where the plain file is absent); a torn last line (a run cut short mid-write) is skipped."""
     path = Path(path)
-    files = sorted(path.rglob("*.jsonl")) if path.is_dir() else [path] if path.exists() else []
+    if path.is_dir():
+        plain = sorted(path.rglob("*.jsonl"))
+        files = plain + sorted(p for p in path.rglob("*.jsonl.gz") if p.with_suffix("") not in plain)
+    else:
+        files = [path] if path.exists() else []
     records = []
     for file in files:
-        for line in file.read_text().splitlines():
+        text = gzip.decompress(file.read_bytes()).decode() if file.suffix == ".gz" else file.read_text()
+        for line in text.splitlines():
             try:
                 records.append(json.loads(line))
             except json.JSONDecodeError:
