@@ -58,3 +58,19 @@ def test_a_model_trained_on_cpu_records_prices_the_torch_backend_and_beats_the_r
     assert get_cost_model("learned", "cpu").name == model.name  # the torch backend on the CPU finds it
     found, why = learned.find_model("cpu", kernels=True)
     assert found is None and "trained for the torch backend" in why  # not for generated kernels
+
+
+def test_committed_records_are_read_gzipped_and_never_twice(tmp_path):
+    import gzip
+    import json
+    lines = "".join(json.dumps({"key": str(i), "seconds": 1.0}) + "\n" for i in range(3))
+    (tmp_path / "records.jsonl.gz").write_bytes(gzip.compress(lines.encode()))
+    assert [r["key"] for r in read_records(tmp_path)] == ["0", "1", "2"]
+    (tmp_path / "records.jsonl").write_text(lines + json.dumps({"key": "3", "seconds": 1.0}) + "\n")
+    assert [r["key"] for r in read_records(tmp_path)] == ["0", "1", "2", "3"]  # the plain file, which grows
+
+
+def test_the_shipped_cpu_model_loads_for_the_torch_backend():
+    model = learned.LearnedModel.load(learned.DATA_DIR / "cpu" / learned.MODEL_FILE)
+    assert model.header["kernels"] is False and model.header["device"] == "cpu"
+    assert model.header["training"]["records"] > 1000
