@@ -118,16 +118,19 @@ def drop_unused(lines: list[str], needed: set[str]) -> list[str]:
 def release(lines: list[str], outputs: list[str]) -> list[str]:
     """``lines`` with a ``del`` after the last read of each intermediate, so its memory goes back to the
     allocator when eager PyTorch would free it (and a new output can reuse the cache-warm block)."""
-    assigned = [line.split(" = ", 1)[0] for line in lines if " = " in line]
+    assigned = dict.fromkeys(line.split(" = ", 1)[0] for line in lines if " = " in line)
     last_read = {}
     for k, line in enumerate(lines):
         for name in VARIABLE.findall(line.split(" = ", 1)[-1] if " = " in line else line):
             if name in assigned:
                 last_read[name] = k
+    dies_after: dict[int, list[str]] = {}
+    for name in assigned:  # in assignment order, as the del statements list them
+        if name in last_read and name not in outputs:
+            dies_after.setdefault(last_read[name], []).append(name)
     released = []
     for k, line in enumerate(lines):
         released.append(line)
-        dead = [name for name in dict.fromkeys(assigned) if last_read.get(name) == k and name not in outputs]
-        if dead:
-            released.append(f"del {', '.join(dead)}")
+        if k in dies_after:
+            released.append(f"del {', '.join(dies_after[k])}")
     return released
