@@ -10,6 +10,7 @@ import random
 import torch
 
 from eqiforge import ops
+from eqiforge.egraph import rulesets
 from eqiforge.frontend.masks import mark_causal_masks
 from eqiforge.ir import Graph
 
@@ -253,13 +254,9 @@ ELEMENTWISE = [o for o in ops.OPS.values() if o.kind in ("unary", "binary", "com
 LOGICAL = ("And", "Or", "Not")  # operands are bool
 
 
-def _rule_name(o) -> str:
-    return o.epi or o.name.lower()
-
-
-@case(*[f"expand-out-of-{_rule_name(o)}" for o in ELEMENTWISE], "expand-out-of-cast",
-      *[f"expand-out-of-{_rule_name(o)}-scalar" for o in ELEMENTWISE if o.arity == 2],
-      *[f"expand-out-of-scalar-{_rule_name(o)}" for o in ELEMENTWISE if o.arity == 2])
+@case(*[f"expand-out-of-{rulesets.rule_name(o)}" for o in ELEMENTWISE], "expand-out-of-cast",
+      *[f"expand-out-of-{rulesets.rule_name(o)}-scalar" for o in ELEMENTWISE if o.arity == 2],
+      *[f"expand-out-of-scalar-{rulesets.rule_name(o)}" for o in ELEMENTWISE if o.arity == 2])
 def _broadcasts(rng):
     """Every elementwise op of broadcasts (and of a broadcast and a scalar), positive operands (log, sqrt,
     pow and division stay finite), bool ones for the logical ops."""

@@ -136,7 +136,7 @@ def broadcast_rules() -> str:
     elementwise = [o for o in ops.OPS.values() if o.kind in ("unary", "binary", "compare")]
     rules = []
     for o in elementwise:
-        name = _name(o)
+        name = rule_name(o)
         if o.arity == 1:
             rules.append(f'(rewrite ({o.name} (Expand a s)) (Expand ({o.name} a) s) :name "expand-out-of-{name}")')
             continue
@@ -150,7 +150,7 @@ def broadcast_rules() -> str:
     return "\n".join(rules)
 
 
-def _name(op: ops.OpDef) -> str:
+def rule_name(op: ops.OpDef) -> str:
     """A rule-name form of an op's name: its fused-expression name, else its name in lower case."""
     return op.epi or op.name.lower()
 
