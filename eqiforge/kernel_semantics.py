@@ -30,6 +30,7 @@ ROW = {
     "sum": lambda v, eps: v.sum(-1, keepdim=True),
     "max": lambda v, eps: v.amax(-1, keepdim=True),
     "min": lambda v, eps: v.amin(-1, keepdim=True),
+    "logsumexp": lambda v, eps: torch.logsumexp(v, -1, keepdim=True),
     "softmax": lambda v, eps: torch.softmax(v, -1),
     "log_softmax": lambda v, eps: torch.log_softmax(v, -1),
     "layer_norm": lambda v, eps: torch.nn.functional.layer_norm(v, v.shape[-1:], eps=eps),

@@ -57,6 +57,8 @@ def row_reduce(x, kind, prologue, epilogue, eps, extras):
         return torch.softmax(x, -1)
     if kind == "log_softmax":
         return torch.log_softmax(x, -1)
+    if kind == "logsumexp":
+        return torch.logsumexp(x, -1, keepdim=True)
     return {"sum": torch.sum, "max": torch.amax, "min": torch.amin}[kind](x, -1, keepdim=True)
 
 

@@ -245,7 +245,7 @@ def _pointwise_shape(_ins, attrs) -> Shape:
     return tuple(attrs.shape)
 
 
-ROW_RESULT_KINDS = ("sum", "max", "min")  # one value per row; "moments" two; the other kinds whole rows
+ROW_RESULT_KINDS = ("sum", "max", "min", "logsumexp")  # one value per row; "moments" two; the other kinds whole rows
 
 
 def _row_reduce_shape(ins, attrs) -> Shape:

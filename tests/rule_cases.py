@@ -420,6 +420,25 @@ def _softmaxes(rng):
     return b.out(soft, logsoft), ["composite"]
 
 
+@case("logsumexp-kernel", "logsumexp-kernel-squeezed")
+def _logsumexps(rng):
+    """PyTorch's decomposition of logsumexp over the last dim: the max shift is 0 where the max is infinite."""
+    b = B(rng)
+    shape = (2, b.dim(), b.dim())
+    x = b.x("x", *shape)
+    last = (len(shape) - 1,)
+    m = b.op("Amax", x, attrs=[last])
+    inf = b.g.fill(float("inf"), b.g.nodes[m].shape, F32)
+    w = b.op("Where", b.op("Eq", b.op("Abs", m), inf), b.fill(0.0, m), m)
+    e = b.op("Exp", b.op("Sub", x, b.op("Expand", w, attrs=[shape])))
+    s = b.op("Sum", e, attrs=[last])
+    kept = b.op("Add", b.op("Log", s), w)
+    squeezed_shape = shape[:-1]
+    squeezed = b.op("Add", b.op("Log", b.op("Reshape", s, attrs=[squeezed_shape])),
+                    b.op("Reshape", w, attrs=[squeezed_shape]))
+    return b.out(kept, squeezed), ["composite"]
+
+
 @case("layer-norm-kernel", "layer-norm-moments", "rms-norm-kernel", "rms-norm-kernel-square", "norm-affine",
       "norm-scale")
 def _norms(rng):

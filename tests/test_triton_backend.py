@@ -74,6 +74,28 @@ def test_softmax_of_scaled_scores_is_one_kernel():
     assert k.op == "RowReduceK" and k.attrs[0] == "softmax" and k.attrs[1] != ("x",)  # scale in the prologue
 
 
+@pytest.mark.parametrize("keepdim", [False, True])
+@pytest.mark.parametrize("backend", ["triton", "torch"])
+def test_logsumexp_is_one_row_kernel_and_keeps_pytorchs_infinities(backend, keepdim):
+    """The program's logsumexp is re-formed from its decomposition (the triton backend's kernel, the torch
+    backend's torch.logsumexp), also after a product, and rows of -inf / holding +inf give what PyTorch gives."""
+    fn = lambda x, w: torch.logsumexp(x @ w, -1, keepdim=keepdim) * 2  # noqa: E731
+    x, w = torch.randn(6, 16), torch.randn(16, 40)
+    opt = eqiforge.optimize(fn, (x, w), backend=backend, original_if_no_better=False)
+    rows = [k for k in opt.plan.graph.nodes if k.op == "RowReduceK"]
+    assert [k.a.kind for k in rows] == ["logsumexp"]
+    assert compute_ops(opt) <= 3  # product, row kernel (and the scale, where it is not the kernel's epilogue)
+    special = torch.randn(6, 16)
+    special[0] = -float("inf")
+    special[1, 3] = float("inf")
+    with torch.no_grad():
+        for inputs in ((x, w), fresh_like((x, w), 4)):
+            assert_close(opt(*inputs), fn(*inputs))
+        want = fn(special, w.abs())
+        assert want[0].isneginf().all() and want[1].isposinf().all()
+        torch.testing.assert_close(opt(special, w.abs()), want)
+
+
 def test_report_and_source_show_kernels_and_predicted_times():
     fn, inputs = examples.load("mlp")
     opt = eqiforge.optimize(fn, inputs, backend="triton")

@@ -251,6 +251,8 @@ def reduce_ref(spec, x, extras):
         r = {"sum": p.sum, "max": p.amax, "min": p.amin}[k](-1, keepdim=True)
     elif k in ("softmax", "log_softmax"):
         r = getattr(p, k)(-1)
+    elif k == "logsumexp":
+        r = torch.logsumexp(p, -1, keepdim=True)
     elif k == "layer_norm":
         r = F.layer_norm(p, p.shape[-1:], eps=spec.eps)
     elif k == "moments":
@@ -275,7 +277,7 @@ def reduce_check(kind, x, extras=(), prologue=X, epi=ACC, out_dtype=None, block=
     return spec
 
 
-KINDS = ["sum", "max", "min", "softmax", "log_softmax", "layer_norm", "rms_norm"]
+KINDS = ["sum", "max", "min", "logsumexp", "softmax", "log_softmax", "layer_norm", "rms_norm"]
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -322,6 +324,18 @@ def test_row_reduce_ranks_and_size_one_dims(shape):
 
 def test_row_reduce_many_rows_several_programs():
     reduce_check("log_softmax", randn(70, 8), block=64)  # 8 rows per program, last program partial
+
+
+@pytest.mark.parametrize("block", [64, 16], ids=["one-chunk", "looped"])
+def test_row_reduce_logsumexp_of_infinite_and_large_rows_is_pytorchs(block):
+    """A row of -inf gives -inf, a row holding +inf gives +inf (the max shift is 0 there, as in PyTorch's
+    decomposition), large logits do not overflow, and a max raised by a later chunk rescales the sum."""
+    x = randn(4, 40)
+    x[0] = -float("inf")
+    x[1, 30] = float("inf")
+    x[2] += 1000.0
+    x[3, 35] = 80.0  # past the first chunk when looped
+    reduce_check("logsumexp", x, block=block)
 
 
 def test_row_reduce_online_softmax_is_stable_for_large_logits():

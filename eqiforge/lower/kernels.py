@@ -80,7 +80,7 @@ class RowReduceSpec:
     """A reduction over the LAST dim of ``x`` (all other dims are rows), with fused prologue and epilogue.
 
     prologue: an Epi over ("x",) and extras (broadcast to x's shape) applied to each element before reducing.
-    kind: sum | max | min produce one value per row (out shape: x's with last dim 1);
+    kind: sum | max | min | logsumexp produce one value per row (out shape: x's with last dim 1);
           moments: a layer norm's statistics, mean and 1/sqrt(biased variance + eps) (out: last dim 2);
           softmax | log_softmax | layer_norm | rms_norm produce a full row (out shape: x's shape);
           layer_norm/rms_norm take optional weight/bias as extras named by ``weight``/``bias`` (extra index).

@@ -15,7 +15,7 @@ import numpy as np
 
 from ..cost.dataset import kernel_record
 from ..cost.devices import Device
-from ..ops import dtype_size
+from ..ops import ROW_RESULT_KINDS, dtype_size
 
 STRATA = ((16, 256), (256, 2048), (2048, 8192))
 DTYPES = ("float16", "bfloat16", "float32")
@@ -25,7 +25,7 @@ TILES = [(bm, bn, bk, 8, w, s) for bm, bn, bk, w, s in
 SPLIT_K = (1, 2, 4, 8)
 EPILOGUES = (("acc",), ("un", "relu", ("acc",)), ("bin", "add", ("acc",), ("in", 0)),
              ("un", "gelu", ("bin", "add", ("acc",), ("in", 0))))
-ROW_KINDS = ("sum", "max", "softmax", "log_softmax", "layer_norm", "rms_norm", "moments")
+ROW_KINDS = ("sum", "max", "logsumexp", "softmax", "log_softmax", "layer_norm", "rms_norm", "moments")
 
 
 def _dim(rng: random.Random, stratum: int) -> int:
@@ -69,7 +69,7 @@ def sweep(device: Device, seed: int = 0):
         elif pick < 0.85:
             rows, cols = _dim(rng, stratum), _dim(rng, rng.randrange(len(STRATA)))
             kind = rng.choice(ROW_KINDS)
-            out = (rows, 1) if kind in ("sum", "max") else (rows, 2) if kind == "moments" else (rows, cols)
+            out = (rows, 1) if kind in ROW_RESULT_KINDS else (rows, 2) if kind == "moments" else (rows, cols)
             yield [kernel_record("RowReduceK", [(rows, cols)], [dtype], out, dtype, (kind, ("x",), ("acc",), 1e-5))]
         else:
             shape = (_dim(rng, stratum), _dim(rng, rng.randrange(len(STRATA))))

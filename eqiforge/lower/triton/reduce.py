@@ -7,6 +7,7 @@ index (straight-line code for the spec's shape). A row is read in chunks of BLOC
   once); longer rows take two passes: statistics first (online softmax: running max and rescaled sum;
   layer_norm: per-chunk mean and squared deviations merged with Chan's formula, numerically like
   two-pass; rms_norm: sum of squares), then normalize and store (x read twice);
+- logsumexp: one value per row, the sum of exponentials shifted by the running max (x read once);
 - moments: layer_norm's statistics alone, mean and 1/std, stored side by side (out[..., 0:2]); x is read
   once (long rows: the chunk statistics merged with Chan's formula), so a GEMM that normalises in its
   epilogue (rules/softmax.egg) never needs the normalised rows written.
@@ -178,7 +179,7 @@ class _Rows:
 
 
 def _analyse(spec: RowReduceSpec) -> _Rows:
-    if spec.kind not in REDUCTIONS and spec.kind not in NORMALIZATIONS and spec.kind != "moments":
+    if spec.kind not in REDUCTIONS and spec.kind not in NORMALIZATIONS and spec.kind not in ("moments", "logsumexp"):
         raise UnsupportedSpec(f"unknown row reduction {spec.kind!r}")
     if spec.kind == "moments" and spec.epilogue != ("acc",):
         raise UnsupportedSpec("moments stores its two statistics as they are (no epilogue)")
@@ -310,6 +311,28 @@ def _normalization_body(r: _Rows) -> list[str]:
             + _loop(_chunk(r, "start", k.identity) + [f"acc = {k.value}"] + _finish_tile(r)))
 
 
+def _logsumexp_body(r: _Rows) -> list[str]:
+    """log(sum(exp(x - shift))) + shift, shift = the row's max, or 0 where that is infinite (as PyTorch: a row
+    of -inf gives -inf, a row holding +inf gives +inf). x is read once; a longer row rescales the running sum
+    whenever a chunk raises the max."""
+    shift = 'tl.where(tl.abs({m}) == float("inf"), 0.0, {m})'
+    if not r.looped:
+        stats = (["# the row fits one chunk: x is read once"] + _chunk(r, None, NEG_INF)
+                 + ["row_max = tl.max(p, axis=1)", f"shift = {shift.format(m='row_max')}",
+                    "row_sum = tl.sum(tl.exp(p - shift[:, None]), axis=1)"])
+    else:
+        acc = TL_DTYPES[r.compute]
+        stats = ([f"row_max = tl.full([BLOCK_ROWS], {NEG_INF}, {acc})", f"shift = tl.zeros([BLOCK_ROWS], dtype={acc})",
+                  f"row_sum = tl.zeros([BLOCK_ROWS], dtype={acc})",
+                  "# one pass over the row: the running max, and the sum of exponentials rescaled to it"]
+                 + _loop(_chunk(r, "start", NEG_INF)
+                         + ["row_max = tl.maximum(row_max, tl.max(p, axis=1))",
+                            f"new_shift = {shift.format(m='row_max')}",
+                            "row_sum = row_sum * tl.exp(shift - new_shift) + tl.sum(tl.exp(p - new_shift[:, None]), axis=1)",
+                            "shift = new_shift"]))
+    return stats + ["acc = tl.log(row_sum) + shift"] + _finish_rows(r)
+
+
 def _moments_body(r: _Rows) -> list[str]:
     k = NORMALIZATIONS["layer_norm"]
     if r.looped:
@@ -327,8 +350,8 @@ def _moments_body(r: _Rows) -> list[str]:
 
 def kernels(spec: RowReduceSpec, name: str) -> list[Kernel]:
     r = _analyse(spec)
-    body = _preamble(r) + (_normalization_body(r) if r.full_row else _moments_body(r) if r.moments
-                           else _reduction_body(r))
+    special = {"moments": _moments_body, "logsumexp": _logsumexp_body}.get(spec.kind)
+    body = _preamble(r) + (_normalization_body(r) if r.full_row else special(r) if special else _reduction_body(r))
     return [Kernel(f"{name}_kernel", kernel_params(spec), indent(body), warps_for(r.block_rows * r.block_cols))]
 
 
