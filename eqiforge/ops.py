@@ -58,7 +58,8 @@ class OpDef:
     """One IR op. ``shape(in_shapes, attrs)`` returns the output shape or raises ShapeError."""
 
     name: str
-    kind: str  # leaf | unary | binary | compare | where | cast | movement | matmul | reduce | extern | kernel
+    kind: str  # leaf | unary | binary | compare | where | cast | movement | matmul | reduce | conv | pool |
+    # extern | kernel
     arity: int  # fixed tensor operands
     attrs: tuple[str, ...]  # attribute kinds (ATTR_SORTS)
     shape: Callable[[list[Shape], tuple], Shape]
@@ -107,6 +108,10 @@ class OpDef:
         if self.kind in ("unary", "binary", "compare", "where"):
             return float(numel(out)) * (8.0 if "transcendental" in self.tags else 1.0)
         if self.kind == "reduce":
+            return float(numel(in_shapes[0]))
+        if self.kind == "conv":  # every output element is a dot product over a weight filter [C_in / groups, kh, kw]
+            return 2.0 * numel(out) * numel(in_shapes[1][1:])
+        if self.kind == "pool":  # about one comparison or addition per input element
             return float(numel(in_shapes[0]))
         return 0.0
 
@@ -184,6 +189,46 @@ def _where(ins, _attrs) -> Shape:
     return _same(ins, ())
 
 
+def _window_out(size: int, kernel: int, stride: int, padding: int, dilation: int) -> int:
+    """Positions of a sliding window along one spatial dim (no ceil mode): PyTorch's formula."""
+    return (size + 2 * padding - dilation * (kernel - 1) - 1) // stride + 1
+
+
+def _windows(x: Shape, channels: int | None, kernel, stride, padding, dilation) -> Shape:
+    """[N, channels (None: x's), Ho, Wo] of a 2-d window op over x [N, C, H, W], or ShapeError."""
+    if len(x) != 4 or not all(len(v) == 2 for v in (kernel, stride, padding, dilation)) \
+            or min(stride) < 1 or min(dilation) < 1 or min(padding) < 0:
+        raise ShapeError(f"a 2-d window op takes [N, C, H, W] and two-element kernel/stride/padding/dilation, got "
+                         f"{x}, kernel {kernel}, stride {stride}, padding {padding}, dilation {dilation}")
+    spatial = tuple(_window_out(*a) for a in zip(x[2:], kernel, stride, padding, dilation))
+    if min(spatial) < 1:
+        raise ShapeError(f"window {kernel} (padding {padding}, dilation {dilation}) does not fit {x}")
+    return (x[0], x[1] if channels is None else channels) + spatial
+
+
+def _conv2d(ins, attrs) -> Shape:
+    x, w, b = ins
+    g = attrs.groups
+    if len(w) != 4 or g < 1 or len(x) != 4 or x[1] != w[1] * g or w[0] % g or b != (w[0],):
+        raise ShapeError(f"Conv2d takes x [N, C, H, W], w [O, C / groups, kh, kw] and b [O] (groups {g}), "
+                         f"got {x}, {w}, {b}")
+    return _windows(x, w[0], w[2:], attrs.stride, attrs.padding, attrs.dilation)
+
+
+def _pooled(x: Shape, kernel, stride, padding, dilation) -> Shape:
+    if len(kernel) != 2 or len(padding) != 2 or any(2 * p > k for p, k in zip(padding, kernel)):
+        raise ShapeError(f"pooling padding {padding} must be at most half the kernel {kernel}")
+    return _windows(x, None, kernel, stride, padding, dilation)
+
+
+def _max_pool2d(ins, attrs) -> Shape:
+    return _pooled(ins[0], attrs.kernel, attrs.stride, attrs.padding, attrs.dilation)
+
+
+def _avg_pool2d(ins, attrs) -> Shape:
+    return _pooled(ins[0], attrs.kernel, attrs.stride, attrs.padding, (1, 1))
+
+
 # ------------------------------------------------------------------------------------------- torch impls
 # Named functions (not lambdas) so that generated FX code reads well.
 
@@ -225,6 +270,19 @@ def amin_keepdim(x, dims):
 
 def gelu_tanh(x):
     return torch.nn.functional.gelu(x, approximate="tanh")
+
+
+def conv2d(x, w, b, stride, padding, dilation, groups):
+    return torch.nn.functional.conv2d(x, w, b, tuple(stride), tuple(padding), tuple(dilation), groups)
+
+
+def max_pool2d(x, kernel, stride, padding, dilation):
+    return torch.nn.functional.max_pool2d(x, tuple(kernel), tuple(stride), tuple(padding), tuple(dilation))
+
+
+def avg_pool2d(x, kernel, stride, padding, count_include_pad):
+    return torch.nn.functional.avg_pool2d(x, tuple(kernel), tuple(stride), tuple(padding),
+                                          count_include_pad=bool(count_include_pad))
 
 
 # ------------------------------------------------------------------------------------ kernel layer ops
@@ -429,6 +487,18 @@ OPS: dict[str, OpDef] = {o.name: o for o in [
     _op("Sum", ("reduce", 1), sum_keepdim, {"reduction"}, {"dims": "dims"}, _reduce),
     _op("Amax", ("reduce", 1), amax_keepdim, {"reduction"}, {"dims": "dims"}, _reduce),
     _op("Amin", ("reduce", 1), amin_keepdim, {"reduction"}, {"dims": "dims"}, _reduce),
+    # 2-d convolution and pooling over [N, C, H, W] (PyTorch's window formula, no ceil mode); a convolution
+    # always has its bias [O] (a zero Fill when the program has none), so rules can move shifts into it
+    _op("Conv2d", ("conv", 3), conv2d, frozenset(), {"stride": "dims", "padding": "dims", "dilation": "dims",
+                                                     "groups": "i64"}, _conv2d,
+        torch_src="torch.nn.functional.conv2d({0}, {1}, {2}, {stride}, {padding}, {dilation}, {groups})"),
+    _op("MaxPool2d", ("pool", 1), max_pool2d, frozenset(), {"kernel": "dims", "stride": "dims", "padding": "dims",
+                                                          "dilation": "dims"}, _max_pool2d,
+        torch_src="torch.nn.functional.max_pool2d({0}, {kernel}, {stride}, {padding}, {dilation})"),
+    _op("AvgPool2d", ("pool", 1), avg_pool2d, frozenset(), {"kernel": "dims", "stride": "dims", "padding": "dims",
+                                                          "count_include_pad": "i64"}, _avg_pool2d,
+        torch_src="torch.nn.functional.avg_pool2d({0}, {kernel}, {stride}, {padding}, "
+                  "count_include_pad={count_include_pad} == 1)"),
     # a PyTorch call the optimizer does not look into: its operands, and which output of the call it is
     _op("Extern", ("extern", 0), None, {"extern"}, {"key": "str", "output": "i64"}, _leaf, variadic=True),
     # kernel layer (the attribute names are those of the kernel specs, eqiforge/lower/kernels.py)

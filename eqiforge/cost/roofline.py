@@ -75,6 +75,8 @@ class RooflinePrior:
             memory /= self._bandwidth_share(_row_programs(f.in_shapes[0]))
         if f.kind == "matmul":
             compute = self._matmul_seconds(f, f.in_shapes[0][-1], (TILE, TILE, 32, 3), 1)
+        elif f.kind == "conv":  # a library convolution runs as an implicit GEMM of the same FLOPs
+            compute = f.flops / dev.matmul_peak(f.dtype)
         else:
             compute = f.flops / (dev.vector_tflops * 1e12)
         host = dev.view_us * 1e-6 if self.kernels and f.kind != "kernel" else 0.0  # PyTorch dispatch

@@ -398,6 +398,92 @@ def linear(b: Builder, a: Args, out: Meta) -> Ref:
     return b.op("Add", product, b.operand(a["bias"], out.shape, out.dtype))
 
 
+# ------------------------------------------------------------------------------ convolution and pooling
+
+def pair(value, name: str) -> tuple[int, int]:
+    """A 2-d window argument (int or one- or two-element list) as two ints; padding="same" and the like stay
+    PyTorch calls."""
+    if isinstance(value, int):
+        return value, value
+    if not isinstance(value, (list, tuple)) or len(value) not in (1, 2) or not all(isinstance(v, int) for v in value):
+        raise Unsupported(f"{name}={value!r} is not one or two ints")
+    return (value[0], value[0]) if len(value) == 1 else tuple(value)
+
+
+def convolution(b: Builder, a: Args, out: Meta) -> Ref:
+    """``convolution``/``conv2d`` over [N, C, H, W]: one Conv2d whose bias is a zero Fill when absent (so a
+    folded shift has a bias to join); transposed and 1-d/3-d convolutions stay PyTorch calls."""
+    x, w = a["input"], a["weight"]
+    if a.get("transposed") or len(x.shape) != 4 or len(w.shape) != 4:
+        raise Unsupported("only 2-d, non-transposed convolutions over [N, C, H, W] are IR ops")
+    bias = b.fill(0, (w.shape[0],), out.dtype) if a["bias"] is None else b.cast(a["bias"], out.dtype)
+    attrs = (pair(a["stride"], "stride"), pair(a["padding"], "padding"), pair(a["dilation"], "dilation"), a["groups"])
+    return b.op("Conv2d", b.cast(x, out.dtype), b.cast(w, out.dtype), bias, attrs=attrs)
+
+
+def pooled(b: Builder, name: str, x: Ref, attrs: tuple, out: Out):
+    """A pooling node, checked against the ATen result shape (ceil mode is taken where it changes nothing);
+    a multi-output call (``max_pool2d_with_indices``) gives the values only."""
+    meta = out[0] if isinstance(out, tuple) else out
+    try:
+        shape = ops.infer_shape(name, [x.shape], attrs)
+    except ops.ShapeError as err:
+        raise Unsupported(str(err)) from None
+    if shape != meta.shape:
+        raise Unsupported(f"{name} with ceil mode gives {meta.shape}, not {shape}")
+    y = b.op(name, x, attrs=attrs)
+    return (y,) + (None,) * (len(out) - 1) if isinstance(out, tuple) else y
+
+
+def window(a: Args) -> tuple:
+    """kernel, stride (an empty list: the kernel) and padding of a pooling call."""
+    kernel = pair(a["kernel_size"], "kernel_size")
+    return kernel, pair(a["stride"], "stride") if a["stride"] else kernel, pair(a["padding"], "padding")
+
+
+def max_pool(b: Builder, a: Args, out: Out):
+    return pooled(b, "MaxPool2d", a["self"], window(a) + (pair(a["dilation"], "dilation"),), out)
+
+
+def avg_pool(b: Builder, a: Args, out: Meta) -> Ref:
+    if a["divisor_override"] is not None:
+        raise Unsupported("avg_pool2d with divisor_override")
+    return pooled(b, "AvgPool2d", a["self"], window(a) + (int(a["count_include_pad"]),), out)
+
+
+def adaptive_avg_pool(b: Builder, a: Args, out: Meta) -> Ref:
+    """An adaptive average pool whose output size divides the input is a plain one (kernel = stride)."""
+    x = a["self"]
+    size = pair(a["output_size"], "output_size")
+    if len(x.shape) != 4 or any(n % s for n, s in zip(x.shape[2:], size)):
+        raise Unsupported(f"adaptive pooling of {x.shape} to {size} has windows of different sizes")
+    kernel = tuple(n // s for n, s in zip(x.shape[2:], size))
+    return pooled(b, "AvgPool2d", x, (kernel, kernel, (0, 0), 1), out)
+
+
+def batch_norm_inference(b: Builder, a: Args, out: tuple):
+    """Inference batch norm (running statistics) as ``x * scale + shift`` with per-channel ``scale = weight *
+    rsqrt(var + eps)`` and ``shift = bias - mean * scale`` broadcast over dim 1: the form rules/conv.egg folds
+    into a convolution's weight and bias (and constant folding computes once). The saved statistics, empty
+    in inference, are not given."""
+    x = a["input"]
+    if len(x.shape) < 2:
+        raise Unsupported("batch norm needs a channel dim")
+    dtype, c = acc_dtype(out[0].dtype), x.shape[1]
+
+    def per_channel(name):  # a [C] argument, or None
+        return None if a[name] is None else b.cast(a[name], dtype)
+    var, mean, weight, bias = (per_channel(k) for k in ("running_var", "running_mean", "weight", "bias"))
+    scale = b.op("Rsqrt", b.op("Add", var, b.fill(a["eps"], (c,), dtype)))
+    scale = scale if weight is None else b.op("Mul", scale, weight)
+    shift = b.op("Sub", b.fill(0, (c,), dtype) if bias is None else bias, b.op("Mul", mean, scale))
+
+    def spread(v):
+        return b.broadcast(b.reshape(v, (1, c) + (1,) * (len(x.shape) - 2)), x.shape)
+    y = b.op("Add", b.op("Mul", b.cast(x, dtype), spread(scale)), spread(shift))
+    return (b.cast(y, out[0].dtype),) + (None,) * (len(out) - 1)
+
+
 # -------------------------------------------------------------------------------------- movement builders
 
 def same_values(b: Builder, a: Args, out: Meta) -> Ref:
@@ -531,6 +617,12 @@ TABLE: dict[Any, BuildFn] = {
     # contractions
     aten.mm: matmul, aten.bmm: matmul, aten.matmul: matmul, aten.mv: matmul, aten.dot: matmul,
     aten.addmm.default: addmm, aten.baddbmm.default: addmm, aten.linear: linear,
+    # convolution, pooling, inference batch norm
+    aten.convolution.default: convolution, aten.conv2d.default: convolution,
+    aten.max_pool2d_with_indices.default: max_pool, aten.max_pool2d.default: max_pool,
+    aten.avg_pool2d.default: avg_pool, aten._adaptive_avg_pool2d.default: adaptive_avg_pool,
+    aten.adaptive_avg_pool2d.default: adaptive_avg_pool,
+    aten._native_batch_norm_legit_no_training.default: batch_norm_inference,
     # copies, casts, views and data movement
     **{op: same_values for op in (aten.clone, aten.alias, aten.detach, aten.contiguous, aten.lift_fresh_copy,
                                   aten._to_copy, aten.to.dtype, aten.to.dtype_layout,

@@ -112,6 +112,15 @@ def _metas(out) -> list[Meta]:
     return [out] if isinstance(out, Meta) else [m for m in out if isinstance(m, Meta)]
 
 
+def _read(node: fx.Node, out) -> list:
+    """The outputs of a call that the graph reads: all of a one-output call, the getitems of a multi-output
+    one (inference batch norm's empty saved statistics are not, nor max-pool's indices in most programs)."""
+    if not isinstance(out, tuple):
+        return [out]
+    read = {u.args[1] for u in node.users if u.target is operator.getitem}
+    return [v for k, v in enumerate(out) if k in read or len(read) < len(node.users)]
+
+
 class _Converter:
     """Holds the FX-node -> IR-value environment while walking one graph."""
 
@@ -174,9 +183,11 @@ class _Converter:
         if builder is not None:
             args = bind(node.target, *fx.node.map_arg((node.args, node.kwargs), lambda a: self._tensor(node, a)))
             refs = [v for v in pytree.tree_leaves(args) if isinstance(v, Ref)]
-            if all(0 not in m.shape for m in _metas(out) + refs):  # empty tensors: the IR has no empty slices
+            if all(0 not in m.shape for m in _metas(_read(node, out)) + refs):  # the IR has no empty tensors
                 try:
-                    return builder(self.builder, args, out)
+                    value = builder(self.builder, args, out)
+                    if not any(v is None for v in _read(node, value)):  # a builder may skip outputs none reads
+                        return value
                 except aten.Unsupported:
                     pass
         return self._extern(node, out)

@@ -75,9 +75,10 @@ REDUCTIONS = {"Sum": "sum", "Amax": "amax", "Amin": "amin"}
 
 
 def torch_call(n, args: list[str]) -> str:
-    """PyTorch source for one algebra node: its op-table entry's ``torch_src``, or a call with its attributes."""
+    """PyTorch source for one algebra node: its op-table entry's ``torch_src`` (operands by position, attributes
+    by name: ``{stride}``), or a call with its attributes."""
     if ops.get(n.op).torch_src:
-        return ops.get(n.op).torch_src.format(*args)
+        return ops.get(n.op).torch_src.format(*args, **n.a._asdict())
     a = n.a
     if n.op == "Cast":
         return f"{args[0]}.to({dtype_src(a.dtype)})"
