@@ -684,3 +684,39 @@ def _weighted_rows_product(rng):
     m, k, n = b.dim(), b.dim(), b.dim()
     w = b.op("Expand", b.x("w", 1, k), attrs=[(m, k)])
     return b.out(b.op("MatMul", b.op("Mul", b.x("a", m, k), w), b.x("b", k, n))), ["softmax"]
+
+
+# ------------------------------------------------------------------------------------------------- conv
+def _conv(b, x, out_channels, kernel, *, groups=1, stride=(1, 1), padding=(0, 0), dilation=(1, 1), tag=""):
+    """Conv2d of x with a random weight [O, C / groups, k, k] and bias [O] (graph inputs)."""
+    c = b.shape(x)[1]
+    w = b.x(f"w{tag}", out_channels, c // groups, kernel, kernel)
+    return b.op("Conv2d", x, w, b.x(f"b{tag}", out_channels), attrs=[stride, padding, dilation, groups])
+
+
+@case("conv-scale-into-weight", "conv-shift-into-bias")
+def _batch_normed_conv(rng):
+    b = B(rng)
+    groups = rng.choice([1, 2])
+    o = groups * b.dim(1, 3)
+    x = b.x("x", 2, groups * b.dim(1, 3), b.dim(5, 8), b.dim(5, 8))
+    y = _conv(b, x, o, rng.choice([1, 3]), groups=groups, stride=(rng.choice([1, 2]),) * 2,
+              padding=(rng.choice([0, 1]),) * 2, dilation=(rng.choice([1, 2]),) * 2)
+    scale, shift = (b.op("Expand", b.x(name, 1, o, 1, 1), attrs=[b.shape(y)]) for name in ("scale", "shift"))
+    return b.out(b.op("Add", b.op("Mul", y, scale), shift)), ["conv"]
+
+
+@case("conv-1x1-as-matmul")
+def _pointwise_conv(rng):
+    b = B(rng)
+    x = b.x("x", b.dim(1, 3), b.dim(), b.dim(), b.dim())
+    return b.out(_conv(b, x, b.dim(), 1)), ["conv"]
+
+
+@case("conv-merge-shared-input")
+def _parallel_convs(rng):
+    b = B(rng)
+    x = b.x("x", 2, b.dim(1, 4), b.dim(5, 8), b.dim(5, 8))
+    kernel, padding = rng.choice([(1, 0), (3, 1)])
+    window = dict(stride=(rng.choice([1, 2]),) * 2, padding=(padding, padding))
+    return b.out(*(_conv(b, x, b.dim(1, 4), kernel, tag=str(k), **window) for k in range(2))), ["conv"]

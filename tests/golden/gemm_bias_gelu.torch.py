@@ -1,5 +1,5 @@
 # EqiForge plan of gemm_bias_gelu: 6 nodes, predicted 8.3 us (roofline prior (H100))
-# rule sets: attention, broadcast, composite, concat, distributive, matmul, reduction, reshape, scalar, softmax, transpose
+# rule sets: attention, broadcast, composite, concat, conv, distributive, matmul, reduction, reshape, scalar, softmax, transpose
 def plan(x, w, b):
     t3 = b.reshape((1, 32))
     t4 = native_gemm(x, w, 'N', 'N', (), 1, ('bin', 'add', ('acc',), ('in', 0)), [t3])

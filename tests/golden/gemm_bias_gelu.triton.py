@@ -1,5 +1,5 @@
 """EqiForge plan of gemm_bias_gelu: 5 nodes, predicted 4.4 us (roofline prior (H100)).
-rule sets: attention, broadcast, composite, concat, distributive, fusion, layout, matmul, reduction, reshape, scalar, softmax, tiling, transpose
+rule sets: attention, broadcast, composite, concat, conv, distributive, fusion, layout, matmul, reduction, reshape, scalar, softmax, tiling, transpose
 1 Triton kernel.
 
 Generated code: imports only torch and triton. Call forward(x, w, b, params) with params a dict of tensors.

@@ -1,5 +1,5 @@
 # EqiForge plan of layer_norm_residual: 10 nodes, predicted 12.6 us (roofline prior (H100))
-# rule sets: attention, broadcast, composite, concat, distributive, matmul, reduction, reshape, scalar, softmax, transpose
+# rule sets: attention, broadcast, composite, concat, conv, distributive, matmul, reduction, reshape, scalar, softmax, transpose
 def plan(x, r, weight, bias):
     t2 = torch.add(x, r)
     t4 = weight.reshape((1, 16))

@@ -1,5 +1,5 @@
 """EqiForge plan of layer_norm_residual: 7 nodes, predicted 4.6 us (roofline prior (H100)).
-rule sets: attention, broadcast, composite, concat, distributive, fusion, layout, matmul, reduction, reshape, scalar, softmax, tiling, transpose
+rule sets: attention, broadcast, composite, concat, conv, distributive, fusion, layout, matmul, reduction, reshape, scalar, softmax, tiling, transpose
 1 Triton kernel.
 
 Generated code: imports only torch and triton. Call forward(x, r, weight, bias, params) with params a dict of tensors.

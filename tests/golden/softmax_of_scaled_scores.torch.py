@@ -1,5 +1,5 @@
 # EqiForge plan of softmax_of_scaled_scores: 7 nodes, predicted 12.3 us (roofline prior (H100))
-# rule sets: attention, broadcast, composite, concat, distributive, matmul, reduction, reshape, scalar, softmax, transpose
+# rule sets: attention, broadcast, composite, concat, conv, distributive, matmul, reduction, reshape, scalar, softmax, transpose
 def plan(q, k):
     t2 = q * 0.125
     t4 = k.permute((1, 0))

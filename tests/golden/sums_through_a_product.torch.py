@@ -1,5 +1,5 @@
 # EqiForge plan of sums_through_a_product: 5 nodes, predicted 8.3 us (roofline prior (H100))
-# rule sets: attention, broadcast, composite, concat, distributive, matmul, reduction, reshape, scalar, softmax, transpose
+# rule sets: attention, broadcast, composite, concat, conv, distributive, matmul, reduction, reshape, scalar, softmax, transpose
 def plan(a, b):
     v2 = b.sum(1)
     v3 = torch.mv(a, v2)
