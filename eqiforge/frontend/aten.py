@@ -10,7 +10,7 @@ A builder is ``build(b, args, out) -> Ref | tuple[Ref | None, ...]``:
   multi-output ops. Builders read result shapes from it instead of re-deriving ATen's shape logic
   (``view(x, [-1, 4])``, ``expand``, ``split`` sizes, ...), and result dtypes instead of its promotion rules.
 
-A builder raises :class:`Unsupported` for a call the IR cannot express (``slice`` with a step, say); the
+A builder raises :class:`Unsupported` for a call the IR cannot express (``sort``'s indices, say); the
 converter then emits an ``Extern``, exactly as for an op missing from the table.
 """
 from __future__ import annotations
@@ -541,17 +541,34 @@ def split(b: Builder, a: Args, out: tuple) -> tuple:
 
 
 def slice_(b: Builder, a: Args, out: Meta) -> Ref:
-    """``slice.Tensor`` with step 1; bounds are normalised like Python's (negative, None, clamped)."""
+    """``slice.Tensor``; bounds are normalised like Python's (negative, None, clamped). A step is views the
+    IR has (``strided_slice``)."""
     x = a["self"]
-    if a["step"] != 1:
-        raise Unsupported("slice with a step")
     dim = norm_dim(a["dim"], len(x.shape))
     size = x.shape[dim]
 
     def bound(v, default):
         v = default if v is None else v
         return min(max(v + size if v < 0 else v, 0), size)
-    return b.slice(x, dim, bound(a["start"], 0), bound(a["end"], size))
+    start, end = bound(a["start"], 0), bound(a["end"], size)
+    if a["step"] == 1:
+        return b.slice(x, dim, start, end)
+    return strided_slice(b, x, dim, start, out.shape[dim], a["step"])
+
+
+def strided_slice(b: Builder, x: Ref, dim: int, start: int, n: int, step: int) -> Ref:
+    """``x[start::step]`` (``n`` elements) along ``dim`` as views: a window of ``n * step`` elements, reshaped to
+    ``[n, step]``, and the column at ``start``'s offset in it (GPT-J's rotary ``x[..., ::2]``, ``x[..., 1::2]``).
+    The window starts up to ``step - 1`` before ``start`` so that it ends inside ``x``; a tensor too short
+    for any such window (5 elements, step 2) stays a PyTorch call."""
+    size = x.shape[dim]
+    offset = max(0, start + n * step - size)
+    if n == 0 or offset > min(start, step - 1):
+        raise Unsupported(f"slice with step {step} of {size} elements from {start}")
+    window = b.slice(x, dim, start - offset, start - offset + n * step)
+    rows = b.reshape(window, x.shape[:dim] + (n, step) + x.shape[dim + 1:])
+    column = b.slice(rows, dim + 1, offset, offset + 1)
+    return b.reshape(column, x.shape[:dim] + (n,) + x.shape[dim + 1:])
 
 
 def select(b: Builder, a: Args, out: Meta) -> Ref:
