@@ -38,6 +38,11 @@ class ExternCall:
     kwargs: dict
     label: str
 
+    @property
+    def deterministic(self) -> bool:
+        """An ATen op that draws no random numbers: on constants it may be evaluated once, ahead of time."""
+        return isinstance(self.fn, torch._ops.OpOverload) and torch.Tag.nondeterministic_seeded not in self.fn.tags
+
 
 @dataclass(frozen=True)
 class TensorArg:

@@ -133,6 +133,23 @@ def test_parameters_only_expressions_are_folded():
     assert opt.plan.graph.op_counts().get("MatMul") == 1
 
 
+def test_rotary_tables_of_weights_are_computed_once():
+    """cos/sin of a table the plan folds (positions times the inverse frequencies, a buffer) are PyTorch calls
+    on constants: deterministic, so folded too; a call that reads the input stays in the plan."""
+    class Rotary(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("inv_freq", 1.0 / 10000 ** (torch.arange(0, 16, 2).float() / 16))
+
+        def forward(self, x):
+            angles = torch.outer(torch.arange(x.shape[1], dtype=torch.float32), self.inv_freq)
+            table = torch.cat((angles, angles), -1)
+            return x * table.cos() + x.flip(-1) * table.sin()
+    opt = check(Rotary().eval(), (torch.randn(2, 8, 16),), original_if_no_better=False)
+    externs = [opt.plan.graph.externs[n.attrs[0]].label for n in opt.plan.graph.nodes if n.op == "Extern"]
+    assert externs == ["aten.flip.default"]
+
+
 def test_wrong_input_shape_is_a_clear_error():
     fn, inputs = examples.load("mlp")
     opt = eqiforge.optimize(fn, inputs)

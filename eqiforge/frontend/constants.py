@@ -13,11 +13,6 @@ import torch
 from ..ir import Graph, run_node
 
 
-def _deterministic(ext) -> bool:
-    fn = ext.fn
-    return isinstance(fn, torch._ops.OpOverload) and torch.Tag.nondeterministic_seeded not in fn.tags
-
-
 def fold_constant_externs(graph: Graph) -> Graph:
     """A copy of ``graph`` where deterministic externs of constants (Fill nodes, other such externs, and
     ops over them) are constant tensors (Param leaves named ``const_<extern>_<output>``). Only what those
@@ -46,7 +41,7 @@ def fold_constant_externs(graph: Graph) -> Graph:
     for i in sorted(set(graph.live_nodes()) | inputs):
         n = graph.nodes[i]
         if n.op == "Fill" or (n.op not in ("Input", "Param") and all(j in constant for j in n.inputs)
-                              and (n.op != "Extern" or _deterministic(graph.externs[n.attrs[0]]))):
+                              and (n.op != "Extern" or graph.externs[n.attrs[0]].deterministic)):
             constant.add(i)
         if i in constant and n.op == "Extern":
             remap[i] = out.param(f"const_{n.attrs[0]}_{n.attrs[1]}", value(i))

@@ -1,7 +1,8 @@
 """The Plan: the extracted program as an IR graph with a predicted time per node.
 
 Built from a snapshot and an extractor's selection. With constant folding on (inference), every compute
-node whose operands are all constants is evaluated here, once, and becomes a parameter of the plan.
+node whose operands are all constants (a deterministic PyTorch call too: rotary cos/sin of a folded table) is
+evaluated here, once, and becomes a parameter of the plan.
 """
 from __future__ import annotations
 
@@ -71,7 +72,8 @@ def build_plan(snap, choice: dict[int, int], source: Graph, cost_model, fold_con
         else:
             built[c] = graph.add(op, kids, attrs, shape=shape, dtype=dtype)
         node = graph.nodes[built[c]]
-        if op in ("Param", "Fill") or (op not in ("Input", "Extern") and kids and all(k in consts for k in kids)):
+        foldable = op != "Extern" or (fold_constants and graph.externs[attrs[0]].deterministic)
+        if op in ("Param", "Fill") or (op != "Input" and foldable and kids and all(k in consts for k in kids)):
             consts[built[c]] = run_node(graph, node, [consts[k] for k in kids], {})
             if fold_constants and kids and not ops.get(op).is_view():
                 name = f"folded{folded}"
