@@ -2,60 +2,214 @@
 
 Dynamo hands over an FX graph; AOTAutograd decomposes it to core ATen and splits forward from backward.
 The forward graph (parameters arrive as inputs, so nothing is folded) goes through the EqiForge pipeline.
-The backward graph, when there is one, runs unchanged: training stays correct, only the forward is
-optimized. A graph EqiForge cannot take (dynamic shapes, say) runs as Dynamo gave it, with a warning.
+The backward, and a forward EqiForge cannot take or fails on, is compiled by Inductor (``fallback="eager"``:
+runs as AOTAutograd built it, op by op). No failure of EqiForge fails the user's compile: it warns, saying
+why, and falls back.
+
+Options: ``torch.compile(model, backend="eqiforge", options={...})`` takes those of ``eqiforge.optimize``
+(backend, rules, limits, device, ...) plus ``fallback`` ("inductor" or "eager") and ``max_shapes``.
+
+Changing shapes: at a call with another shape Dynamo recompiles with those dims symbolic, and EqiForge's IR
+is static. Such a graph is specialised per concrete shape at call time: on the first call at a shape it is
+re-traced at that shape (make_fx) and optimized, and the plan is kept in a PlanCache keyed by the signature
+of the inputs with dynamic dims. Up to ``max_shapes`` shapes get a plan each; later shapes, and a shape
+whose plan fails, run the fallback (Inductor compiles the dynamic graph once, for all shapes).
+``REPORTS`` holds the report of every plan built, ``SHAPE_PLANS`` every specialised graph (which shapes ran
+a plan, which the fallback and why).
 """
 from __future__ import annotations
 
 import warnings
+from collections import Counter
 
 import torch
 from torch._decomp import core_aten_decompositions
 from torch._dynamo.backends.common import aot_autograd
 from torch._functorch.aot_autograd import make_boxed_func
+from torch._inductor.compile_fx import compile_fx_inner
 from torch._subclasses.fake_tensor import unset_fake_temporarily
+from torch.fx.experimental.proxy_tensor import make_fx
 
 from . import api, frontend
 from .errors import EqiforgeError
 from .report import StageTimer
+from .runtime.plan_cache import DEFAULT_CAPACITY, PlanCache, signature
 
-#: reports of the graphs compiled in this process, newest last
+#: reports of the plans built in this process, newest last
 REPORTS: list = []
+#: the graphs with dynamic dims compiled in this process (ShapePlans), newest last
+SHAPE_PLANS: list = []
+#: what a graph EqiForge does not optimize runs as, per ``fallback`` option
+FALLBACKS = {"inductor": "compiled by Inductor", "eager": "unchanged, op by op"}
 
 
-def _run_unchanged(gm, _example_inputs):
-    """The graph as AOTAutograd built it (the backward, and graphs EqiForge cannot take)."""
-    return make_boxed_func(gm.forward)
+def eqiforge_backend(gm, example_inputs, options: dict | None = None, **kwargs):
+    """torch.compile backend entry point. ``options`` (torch.compile's) and keyword arguments are those of
+    ``eqiforge.optimize``, plus ``fallback`` and ``max_shapes`` (see the module docstring)."""
+    settings = {**(options or {}), **kwargs}
+    fallback = settings.pop("fallback", "inductor")
+    max_shapes = settings.pop("max_shapes", DEFAULT_CAPACITY)
+    if fallback not in FALLBACKS:
+        raise EqiforgeError(f"unknown fallback {fallback!r}; available: {list(FALLBACKS)}")
+    if not isinstance(max_shapes, int) or max_shapes < 1:
+        raise EqiforgeError(f"max_shapes is the number of shapes a graph gets a plan for, at least 1; got "
+                            f"{max_shapes!r}")
+    opts = api.Options(**api.normalise_options({**settings, "fold_constants": False}))
+    backend = aot_autograd(fw_compiler=_forward_compiler(opts, fallback, max_shapes),
+                           bw_compiler=_fallback_compiler(fallback, is_backward=True),
+                           decompositions=core_aten_decompositions())
+    return backend(gm, example_inputs)
 
 
-def _real_inputs(example_inputs) -> list:
-    """Real tensors shaped like Dynamo's (fake) example inputs, for the plan check: normal floats, zero
-    integers (valid indices whatever they index)."""
-    return [torch.randn(t.shape, dtype=t.dtype, device=t.device) if t.is_floating_point()
-            else torch.zeros(t.shape, dtype=t.dtype, device=t.device) for t in example_inputs]
+def _fallback_compiler(fallback: str, is_backward: bool = False):
+    """An AOTAutograd compiler for what EqiForge does not optimize: Inductor's, or the graph as it is."""
+    def compile_graph(gm, example_inputs):
+        if fallback == "inductor":
+            try:  # told which decompositions the graph has had, Inductor calls the ops it would decompose
+                return compile_fx_inner(gm, example_inputs, is_backward=is_backward,
+                                        get_decomp_fn=core_aten_decompositions)
+            except Exception as err:  # noqa: BLE001 - as for EqiForge: never fail the user's compile
+                warnings.warn(f"eqiforge: Inductor failed on this graph ({type(err).__name__}: {err}); it runs "
+                              f"{FALLBACKS['eager']}", stacklevel=2)
+        return make_boxed_func(gm.forward)
+    return compile_graph
 
 
-def _forward_compiler(opts: api.Options):
+def _forward_compiler(opts: api.Options, fallback: str, max_shapes: int):
     def compile_forward(gm, example_inputs):
-        names = [n.name for n in gm.graph.nodes if n.op == "placeholder"]
-        timer = StageTimer()
-        try:
-            with timer("capture"):
-                graph = frontend.mark_causal_masks(frontend.fx_to_ir(gm, names, {}))
-            with unset_fake_temporarily():  # the pipeline computes with real tensors (folding, the plan check)
-                optimized = api.optimize_graph(graph, names, None, opts, timer,
-                                               examples=_real_inputs(example_inputs), title="a torch.compile graph")
-        except EqiforgeError as err:
-            warnings.warn(f"eqiforge: running this graph unoptimized: {err}", stacklevel=2)
-            return _run_unchanged(gm, example_inputs)
-        REPORTS.append(optimized.report)
+        if any(_symbolic(a) for a in example_inputs):
+            plans = ShapePlans(gm, example_inputs, opts, fallback, max_shapes)
+            SHAPE_PLANS.append(plans)
+            warnings.warn(f"eqiforge: Dynamo made dims of this graph dynamic (it was called at another shape); "
+                          f"EqiForge specialises it per shape at call time, a plan for each of up to {max_shapes} "
+                          f"shapes, later ones run {FALLBACKS[fallback]}", stacklevel=2)
+            return make_boxed_func(plans)
+        optimized, why = _optimize(gm, [_concrete(e) for e in example_inputs], opts)
+        if optimized is None:
+            warnings.warn(f"eqiforge: {why}; the graph runs {FALLBACKS[fallback]}", stacklevel=2)
+            return _fallback_compiler(fallback)(gm, example_inputs)
         return make_boxed_func(optimized.runner.forward)
     return compile_forward
 
 
-def eqiforge_backend(gm, example_inputs, **options):
-    """torch.compile backend entry point; ``options`` are those of ``eqiforge.optimize``."""
-    opts = api.Options(**api.normalise_options({**options, "fold_constants": False}))
-    backend = aot_autograd(fw_compiler=_forward_compiler(opts), bw_compiler=_run_unchanged,
-                           decompositions=core_aten_decompositions())
-    return backend(gm, example_inputs)
+def _optimize(gm, examples: list, opts: api.Options, title: str = "a torch.compile graph"):
+    """``gm`` (static shapes) through the pipeline: (the optimized module, None), or (None, why not)."""
+    names = [n.name for n in gm.graph.nodes if n.op == "placeholder"]
+    timer = StageTimer()
+    try:
+        # real tensors throughout (constant evaluation, folding, the plan check), also under Dynamo's fake mode
+        with unset_fake_temporarily():
+            with timer("capture"):
+                graph = frontend.mark_causal_masks(frontend.fx_to_ir(gm, names, {}))
+            optimized = api.optimize_graph(graph, names, None, opts, timer, examples=examples, title=title)
+    except EqiforgeError as err:
+        return None, f"EqiForge cannot optimize this graph: {err}"
+    except Exception as err:  # noqa: BLE001 - a bug in EqiForge must not fail the user's compile
+        return None, f"EqiForge failed on this graph ({type(err).__name__}: {err}; please report it)"
+    REPORTS.append(optimized.report)
+    return optimized, None
+
+
+def _symbolic(value) -> bool:
+    """A symbolic size, or a tensor with a symbolic dim: what Dynamo passes for dims it made dynamic."""
+    if isinstance(value, torch.Tensor):
+        return any(isinstance(d, torch.SymInt) for d in value.shape)
+    return isinstance(value, torch.SymInt)
+
+
+def _concrete(example, entry=None):
+    """A real value for a graph input: ``example`` (Dynamo's) at the sizes of its signature ``entry``
+    (None: the example's own, static ones). Tensors are normal floats or zero integers (valid indices
+    whatever they index), for the trace and the plan check; sizes stay as they are."""
+    if not isinstance(example, torch.Tensor):
+        return example if entry is None else entry
+    shape, dtype = entry if entry is not None else (example.shape, example.dtype)
+    with unset_fake_temporarily():
+        if dtype.is_floating_point:
+            return torch.randn(shape, dtype=dtype, device=example.device)
+        return torch.zeros(shape, dtype=dtype, device=example.device)
+
+
+class ShapePlans:
+    """A forward graph with dynamic dims, optimized per concrete shape at call time (the module docstring).
+
+    ``runs[key]`` counts the calls that ran an optimized plan, ``fallback_runs[key]`` those that ran the
+    fallback, ``why[key]`` says why; ``key`` is the signature of the inputs with dynamic dims."""
+
+    def __init__(self, gm, example_inputs, opts: api.Options, fallback: str, capacity: int):
+        self.gm, self.opts, self.fallback = gm, opts, fallback
+        self.examples = list(example_inputs)  # fake; their static dims, dtypes and devices shape the traces
+        self.dynamic = [i for i, a in enumerate(self.examples) if _symbolic(a)]
+        self.cache = PlanCache(self._build, capacity)
+        self.runs, self.fallback_runs, self.why = Counter(), Counter(), {}
+        self._fallback_run = None
+
+    def __call__(self, *args):
+        key = signature([args[i] for i in self.dynamic])
+        if key not in self.why:
+            if key in self.cache.keys() or self.cache.builds < self.cache.capacity:
+                try:
+                    plan = self.cache.get(key)
+                except _NoPlan as err:
+                    self.why[key] = str(err)
+                else:
+                    self.runs[key] += 1
+                    return plan(args)
+            else:
+                self.why[key] = f"past the {self.cache.capacity} shapes this graph gets a plan for (max_shapes)"
+            warnings.warn(f"eqiforge: {self.why[key]}; this shape runs {FALLBACKS[self.fallback]}", stacklevel=2)
+        self.fallback_runs[key] += 1
+        return self._fallback(args)
+
+    def summary(self) -> str:
+        """One line: plans cached, calls run by plans and by the fallback."""
+        return (f"{self.cache.summary()}; {sum(self.runs.values())} call(s) ran a plan, "
+                f"{sum(self.fallback_runs.values())} the fallback ({FALLBACKS[self.fallback]})")
+
+    def _build(self, key) -> "_Specialised":
+        """The plan for one signature: the graph re-traced at those sizes (random inputs), then optimized."""
+        sizes = dict(zip(self.dynamic, key))
+        args = [_concrete(e, sizes[i]) if i in sizes else _concrete(e) for i, e in enumerate(self.examples)]
+        positions = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor)]
+        outputs = []  # the graph's outputs at these sizes: sizes (for the backward) stay, tensors come from the plan
+
+        def at_these_sizes(*tensors):
+            full = list(args)
+            for i, t in zip(positions, tensors):
+                full[i] = t
+            outs = self.gm(*full)
+            outputs[:] = [None if isinstance(o, torch.Tensor) else o for o in outs]
+            return [o for o in outs if isinstance(o, torch.Tensor)]
+
+        tensors = [args[i] for i in positions]
+        try:
+            traced = make_fx(at_these_sizes, decomposition_table=core_aten_decompositions())(*tensors)
+        except Exception as err:  # noqa: BLE001 - a shape that cannot be traced runs the fallback
+            raise _NoPlan(f"the graph could not be re-traced at input sizes {key} ({type(err).__name__}: "
+                          f"{err})") from err
+        optimized, why = _optimize(traced, tensors, self.opts, title=f"a torch.compile graph at input sizes {key}")
+        if optimized is None:
+            raise _NoPlan(why)
+        optimized.report.runs = f"the plan for the dynamic inputs' signature {key}"
+        return _Specialised(optimized.runner.forward, positions, outputs)
+
+    def _fallback(self, args):
+        if self._fallback_run is None:
+            self._fallback_run = (self.gm.forward if self.fallback == "eager"
+                                  else torch.compile(self.gm, backend="inductor", dynamic=True))
+        return self._fallback_run(*args)
+
+
+class _NoPlan(Exception):
+    """A shape whose plan could not be built (the message says why)."""
+
+
+class _Specialised:
+    """One shape's plan as the graph's callable: the call's tensors in, the graph's outputs out."""
+
+    def __init__(self, run, positions: list[int], outputs: list):
+        self.run, self.positions, self.outputs = run, positions, outputs
+
+    def __call__(self, args):
+        results = iter(self.run(*[args[i] for i in self.positions]))
+        return [next(results) if o is None else o for o in self.outputs]

@@ -243,10 +243,11 @@ def test_torch_compile_backend_inference_and_training():
     compiled = torch.compile(fn, backend="eqiforge")
     with torch.no_grad():
         assert_close(compiled(*inputs), fn(*inputs))
-    # training: the forward is optimized, the backward runs as AOTAutograd built it
+    # training: the forward is optimized; the backward runs as AOTAutograd built it (fallback="eager": Inductor,
+    # the default, takes seconds to compile it here; tests/test_dynamo_backend.py tests that path)
     torch._dynamo.reset()
     x = torch.randn(64, 256, requires_grad=True)
-    compiled = torch.compile(fn, backend="eqiforge")
+    compiled = torch.compile(fn, backend="eqiforge", options={"fallback": "eager"})
     compiled(x).square().sum().backward()
     got = x.grad.clone()
     x.grad = None

@@ -1,0 +1,189 @@
+"""torch.compile(model, backend="eqiforge") as a drop-in: real models, failures that fall back, options,
+changing shapes (a plan per shape), and training with the backward compiled by Inductor."""
+import warnings
+
+import pytest
+import torch
+from torch.testing import assert_close
+
+import eqiforge
+from eqiforge import api, dynamo
+
+
+class Attention(torch.nn.Module):
+    """One attention block with a residual and a norm: algebra for EqiForge at any sequence length."""
+
+    def __init__(self, dim: int = 32):
+        super().__init__()
+        self.qkv, self.out, self.norm = torch.nn.Linear(dim, 3 * dim), torch.nn.Linear(dim, dim), torch.nn.LayerNorm(dim)
+
+    def forward(self, x):
+        q, k, v = self.qkv(x).chunk(3, dim=-1)
+        scores = torch.softmax(q @ k.transpose(-1, -2) / q.shape[-1] ** 0.5, dim=-1)
+        return self.norm(x + self.out(scores @ v))
+
+
+def mlp():
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.GELU(), torch.nn.Linear(32, 8))
+
+
+def eqiforge_warnings(caught) -> list[str]:
+    return [str(w.message) for w in caught if str(w.message).startswith("eqiforge:")]
+
+
+@pytest.fixture(autouse=True)
+def fresh_dynamo():
+    torch._dynamo.reset()
+    yield
+    torch._dynamo.reset()
+
+
+def test_deberta_v2_matches_eager():
+    transformers = pytest.importorskip("transformers")
+    config = transformers.DebertaV2Config(
+        vocab_size=128, hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64,
+        max_position_embeddings=64, relative_attention=True, pos_att_type=["p2c", "c2p"], position_buckets=16,
+        max_relative_positions=32)
+    torch.manual_seed(0)
+    model = transformers.DebertaV2Model(config).eval()
+    compiled = torch.compile(model, backend="eqiforge")
+    before = len(dynamo.REPORTS)
+    with warnings.catch_warnings(record=True) as caught, torch.no_grad():
+        warnings.simplefilter("always")
+        for seed in (1, 2):  # the example call and a fresh input of the same shape
+            ids = torch.randint(0, 128, (2, 8), generator=torch.Generator().manual_seed(seed))
+            assert_close(compiled(ids).last_hidden_state, model(ids).last_hidden_state)
+    assert eqiforge_warnings(caught) == []
+    assert len(dynamo.REPORTS) > before  # the graph was optimized, not run as a fallback
+
+
+def test_a_failure_that_is_no_eqiforge_error_warns_and_falls_back(monkeypatch):
+    def broken(*args, **kwargs):
+        raise RuntimeError("a bug in the pipeline")
+    monkeypatch.setattr(api, "optimize_graph", broken)
+    model, x = mlp().eval(), torch.randn(4, 16)
+    compiled = torch.compile(model, backend="eqiforge")
+    with warnings.catch_warnings(record=True) as caught, torch.no_grad():
+        warnings.simplefilter("always")
+        assert_close(compiled(x), model(x))
+    assert eqiforge_warnings(caught) == [
+        "eqiforge: EqiForge failed on this graph (RuntimeError: a bug in the pipeline; please report it); "
+        "the graph runs compiled by Inductor"]
+
+
+def test_changing_sequence_lengths_run_a_plan_per_shape():
+    torch.manual_seed(0)
+    model = Attention().eval()
+    compiled = torch.compile(model, backend="eqiforge")
+    before, graphs = len(dynamo.REPORTS), len(dynamo.SHAPE_PLANS)
+    lengths = (5, 8, 11, 16)
+    with warnings.catch_warnings(record=True) as caught, torch.no_grad():
+        warnings.simplefilter("always")
+        for n in lengths + lengths[1:]:  # every shape, then the dynamic ones again: plans are reused
+            x = torch.randn(2, n, 32)
+            assert_close(compiled(x), model(x))
+    # the first length compiles static; the second makes Dynamo mark the dim dynamic: one graph, a plan per shape
+    assert eqiforge_warnings(caught) == [
+        "eqiforge: Dynamo made dims of this graph dynamic (it was called at another shape); EqiForge specialises "
+        "it per shape at call time, a plan for each of up to 8 shapes, later ones run compiled by Inductor"]
+    [plans] = dynamo.SHAPE_PLANS[graphs:]
+    assert dict(plans.runs) == {(n, ((2, n, 32), torch.float32)): 2 for n in lengths[1:]}
+    assert not plans.fallback_runs
+    assert plans.summary() == ("3 plan(s) cached (capacity 8); 3 built, 0 evicted; 6 call(s) ran a plan, "
+                               "0 the fallback (compiled by Inductor)")
+    reports = dynamo.REPORTS[before:]
+    assert [r.runs for r in reports] == ["the plan"] + [
+        f"the plan for the dynamic inputs' signature {(n, ((2, n, 32), torch.float32))}" for n in lengths[1:]]
+
+
+def test_shapes_past_max_shapes_run_the_fallback():
+    model = mlp().eval()
+    compiled = torch.compile(model, backend="eqiforge", options={"max_shapes": 1, "fallback": "eager"})
+    graphs = len(dynamo.SHAPE_PLANS)
+    with warnings.catch_warnings(record=True) as caught, torch.no_grad():
+        warnings.simplefilter("always")
+        for n in (4, 6, 9, 6):
+            x = torch.randn(n, 16)
+            assert_close(compiled(x), model(x))
+    [plans] = dynamo.SHAPE_PLANS[graphs:]
+    assert dict(plans.runs) == {(6, ((6, 16), torch.float32)): 2}
+    assert dict(plans.fallback_runs) == {(9, ((9, 16), torch.float32)): 1}
+    assert eqiforge_warnings(caught)[-1] == ("eqiforge: past the 1 shapes this graph gets a plan for (max_shapes); "
+                                             "this shape runs unchanged, op by op")
+
+
+def test_a_shape_whose_plan_fails_runs_the_fallback_and_says_why(monkeypatch):
+    model = mlp().eval()
+    compiled = torch.compile(model, backend="eqiforge", options={"fallback": "eager"})
+    graphs = len(dynamo.SHAPE_PLANS)
+    with torch.no_grad():
+        x = torch.randn(4, 16)
+        assert_close(compiled(x), model(x))  # static: optimized before the pipeline breaks
+
+        def broken(*args, **kwargs):
+            raise eqiforge.EqiforgeError("no plan at this shape")
+        monkeypatch.setattr(api, "optimize_graph", broken)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            for _ in range(2):
+                x = torch.randn(6, 16)
+                assert_close(compiled(x), model(x))
+    [plans] = dynamo.SHAPE_PLANS[graphs:]
+    key = (6, ((6, 16), torch.float32))
+    assert plans.why == {key: "EqiForge cannot optimize this graph: no plan at this shape"}
+    assert dict(plans.fallback_runs) == {key: 2} and not plans.runs and plans.cache.builds == 0  # not retried
+    assert eqiforge_warnings(caught)[1:] == [
+        "eqiforge: EqiForge cannot optimize this graph: no plan at this shape; this shape runs unchanged, op by op"]
+
+
+def test_options_reach_eqiforge():
+    torch.manual_seed(0)
+    model, x = Attention().eval(), torch.randn(2, 8, 32)
+    # the triton backend runs under the Triton interpreter here (tests/conftest.py)
+    options = {"backend": "triton", "rules": ["matmul", "fusion"], "limits": eqiforge.Limits(iterations=2),
+               "device": "A100", "fallback": "eager"}
+    compiled = torch.compile(model, backend="eqiforge", options=options)
+    before = len(dynamo.REPORTS)
+    with torch.no_grad():
+        assert_close(compiled(x), model(x))
+    [report] = dynamo.REPORTS[before:]
+    assert report.rulesets == ["matmul", "fusion"]
+    assert report.stop_reason == "iteration limit (2)"
+    assert report.cost_model == "roofline prior (A100)"
+    assert report.ops_after["PointwiseK"] > 0  # a fused kernel of the triton backend
+    assert options["rules"] == ["matmul", "fusion"]  # the caller's dict is not changed
+
+
+@pytest.mark.parametrize("options,message", [
+    ({"colour": "red"}, "unknown option"),
+    ({"fallback": "cpp"}, "unknown fallback"),
+    ({"max_shapes": 0}, "max_shapes"),
+])
+def test_bad_options_fail_the_compile_clearly(options, message):
+    compiled = torch.compile(mlp(), backend="eqiforge", options=options)
+    with pytest.raises(Exception, match=message):
+        compiled(torch.randn(4, 16))
+
+
+def test_training_gradients_match_eager_with_the_backward_compiled_by_inductor(monkeypatch):
+    compiled_by_inductor = []
+    inner = dynamo.compile_fx_inner
+
+    def recording(gm, example_inputs, **kwargs):
+        compiled_by_inductor.append(kwargs["is_backward"])
+        return inner(gm, example_inputs, **kwargs)
+    monkeypatch.setattr(dynamo, "compile_fx_inner", recording)
+    model = mlp()
+    compiled = torch.compile(model, backend="eqiforge")
+    before = len(dynamo.REPORTS)
+    x = torch.randn(8, 16, requires_grad=True)
+    compiled(x).square().sum().backward()
+    got = [x.grad.clone()] + [p.grad.clone() for p in model.parameters()]
+    x.grad = None
+    model.zero_grad()
+    model(x).square().sum().backward()
+    for g, expected in zip(got, [x.grad] + [p.grad for p in model.parameters()]):
+        assert_close(g, expected)
+    assert len(dynamo.REPORTS) == before + 1  # the forward went through EqiForge
+    assert compiled_by_inductor == [True]  # the backward, and only it, through Inductor
