@@ -400,8 +400,74 @@ def test_data_dependent_shapes_are_a_clear_error(program):
 def test_data_dependent_control_flow_is_a_clear_error():
     def f(x):
         return x * 2 if x.sum() > 0 else x - 1
-    with pytest.raises(EqiforgeError, match="(?s)torch.export could not trace.*torch.where or torch.cond"):
+    with pytest.raises(EqiforgeError, match="(?s)torch.export could not trace.*AOTAutograd .*could not trace"
+                                            ".*torch.where or torch.cond"):
         capture(f, (torch.randn(3),))
+
+
+def test_a_program_no_path_captures_is_an_error_naming_the_stage_and_every_path():
+    """Both capture paths are tried; the error names the stage, each path with the step it failed at and the
+    cause, and gives the control-flow hint only for data-dependent failures."""
+    with pytest.raises(EqiforgeError) as info:
+        capture(lambda x, y: x @ y, (torch.randn(2, 3), torch.randn(4, 5)))
+    lines = str(info.value).splitlines()
+    assert lines[0] == "EqiForge could not capture <lambda> (stage: capture); every capture path failed:"
+    cause = "RuntimeError: a and b must have same reduction dim, but got [2, 3] X [4, 5]."
+    assert lines[1:] == [f"  - torch.export could not trace the program: {cause}",
+                         f"  - AOTAutograd (aot_export_module) could not trace the program: {cause}",
+                         "Hint: check that the program runs eagerly with the example inputs"]
+
+
+def test_a_program_torch_export_cannot_trace_is_captured_by_aot_autograd(monkeypatch):
+    """The fallback path gives the same program: same input and parameter names, same values, and says why."""
+    m, x = MLP(), torch.randn(2, 16)
+    first = capture(m, (x,))
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("export is broken today")
+    monkeypatch.setattr(torch.export, "export", broken)
+    cap = check(m, x)
+    assert cap.fallback == ("torch.export could not trace the program: RuntimeError: export is broken today; "
+                            "captured by AOTAutograd (aot_export_module)")
+    assert cap.input_names == first.input_names == ["x"] and sorted(cap.graph.params) == sorted(first.graph.params)
+    assert first.fallback == "" and cap.written == []  # nothing traced the program as written
+
+
+def test_a_failing_decomposition_falls_back_and_keeps_the_calls_as_written(monkeypatch):
+    def broken(self, *args, **kwargs):
+        raise ValueError("Cannot view a tensor with shape ...")
+    monkeypatch.setattr(torch.export.ExportedProgram, "run_decompositions", broken)
+    cap = check(MLP(), torch.randn(2, 16))
+    assert cap.fallback.startswith("torch.export could not decompose it to core ATen (run_decompositions): "
+                                   "ValueError: Cannot view")
+    assert [c.op for c in cap.written][:1] == ["aten.linear.default"]
+
+
+def test_pytree_inputs_keywords_and_constants():
+    """Arguments are pytrees: tensors in containers are inputs (named after the argument), other leaves are
+    constants; outputs keep their structure; the spec rebuilds a call from its tensors."""
+    def f(pair, scale, *, bias=None, square=False):
+        y = pair["a"] @ pair["b"] * scale + bias
+        return {"y": y.square() if square else y, "parts": (pair["a"].sum(), pair["b"].sum())}
+    a, b, c = torch.randn(3, 4), torch.randn(4, 5), torch.randn(5)
+    cap = capture(f, ({"a": a, "b": b}, 2.0), {"bias": c, "square": True})
+    assert cap.input_names == ["pair_0", "pair_1", "bias"] and cap.graph.op_counts()["MatMul"] == 1
+    fresh = [torch.randn(t.shape) for t in (a, b, c)]
+    got = cap.unflatten(ir.evaluate(cap.graph, cap.feeds(*fresh)))
+    assert_close(got, f({"a": fresh[0], "b": fresh[1]}, 2.0, bias=fresh[2], square=True))
+    args, kwargs = cap.call.rebuild(fresh)
+    assert args == ({"a": fresh[0], "b": fresh[1]}, 2.0) and kwargs == {"bias": fresh[2], "square": True}
+    from eqiforge.frontend.capture import flatten_call
+    assert cap.call.tensors(*flatten_call(args, kwargs)) == fresh
+    assert cap.call.tensors(*flatten_call(args, {**kwargs, "square": False})) is None  # another constant
+
+
+def test_an_output_eqiforge_cannot_see_into_is_a_clear_error():
+    class Box:
+        def __init__(self, t):
+            self.t = t
+    with pytest.raises(EqiforgeError, match="(?s)returns a Box among its outputs.*register_pytree_node"):
+        capture(lambda x: (x, Box(x * 2)), (torch.randn(3),))
 
 
 def test_item_is_a_clear_error():
@@ -427,7 +493,7 @@ def test_fx_to_ir_rejects_bad_input_names(names):
 
 @pytest.mark.parametrize("program, inputs", [
     (lambda x: x, torch.randn(3)),  # not a tuple
-    (lambda x, n: x * n, (torch.randn(3), 2)),  # not all tensors
+    (lambda x, n: x * n, (torch.randn(3), object())),  # an object it cannot see into
     (42, (torch.randn(3),)),  # not callable
 ])
 def test_bad_arguments(program, inputs):

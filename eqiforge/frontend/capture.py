@@ -1,8 +1,22 @@
 """Capture a PyTorch program (module, function or FX GraphModule) as an IR graph.
 
-``torch.export`` (non-strict) traces the program at the given example inputs; its graph is decomposed to
-core ATen (keeping whole the few composites the IR has as single ops, see ``aten.KEEP_WHOLE``) and converted
-by :func:`fx_to_ir`. Shapes are specialised to the example inputs.
+A call's arguments are a pytree: ``(args, kwargs)`` flattened by ``torch.utils._pytree``, so tuples, dicts,
+dataclasses and registered classes (Hugging Face caches: see :func:`_register_transformers_pytrees`) open
+into their leaves. Tensor leaves are the program's inputs; the other leaves (ints, bools, None, dtypes, ...)
+are traced as constants. The program is traced as a function of its tensor leaves alone (:class:`_Flat`),
+and its outputs flattened the same way: the plan returns tensors, and :meth:`Captured.unflatten` rebuilds
+the user's output structure (a ``ModelOutput`` holding a ``DynamicCache``, say) around them.
+
+Two capture paths, tried in order (a failure of the first falls back to the second; an error names every
+path tried and the stage each failed at):
+
+1. ``torch.export`` (non-strict), then ``run_decompositions`` to core ATen;
+2. AOTAutograd's ``aot_export_module`` (make_fx with the same decomposition table, functionalized): it
+   decomposes while tracing, so views see the strides of the decomposed ops (GPT-2's SDPA attention at
+   batch 2 fails in ``run_decompositions`` with a view of a tensor whose strides changed, and captures here).
+
+Both keep whole the few composites the IR has as single ops (``aten.KEEP_WHOLE``); :func:`fx_to_ir`
+converts the graph. Shapes are specialised to the example inputs.
 
 Parameters, buffers and lifted tensor constants become ``Param`` leaves when ``fold_params`` is true:
 inference semantics, so the optimizer may fold them (precompute ``W1 @ W2``, say). The plan shares their
@@ -14,11 +28,17 @@ them at call time.
 from __future__ import annotations
 
 import inspect
+import keyword
+import re
+import sys
 import warnings
 from dataclasses import dataclass, field
 
 import torch
+import torch.fx as fx
+from torch._subclasses.fake_tensor import DataDependentOutputException, DynamicOutputShapeException
 from torch.export.graph_signature import InputKind
+from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
 from torch.utils import _pytree as pytree
 
 from ..errors import EqiforgeError
@@ -29,7 +49,68 @@ from .constants import fold_constant_externs
 from .fx_to_ir import fx_to_ir
 from .masks import mark_causal_masks
 
-STATE_KINDS = (InputKind.PARAMETER, InputKind.BUFFER, InputKind.CONSTANT_TENSOR)
+STATE_PREFIX = {InputKind.PARAMETER: "p", InputKind.BUFFER: "b", InputKind.CONSTANT_TENSOR: "c"}
+#: non-tensor leaves a call may hold: traced as constants, so a call with another value needs another plan
+CONSTANT_TYPES = (bool, int, float, str, type(None), torch.dtype, torch.device, torch.layout, torch.memory_format)
+DATA_DEPENDENT = (GuardOnDataDependentSymNode, DataDependentOutputException, DynamicOutputShapeException)
+CONTROL_FLOW_HINT = (
+    "the program branches on tensor values: replace Python control flow that depends on them (if x.sum() > 0, "
+    ".item(), .tolist()) by torch.where or torch.cond, and check that the example inputs are valid for the program")
+
+
+class _Tensor:
+    """The marker of a tensor leaf in :attr:`CallSpec.constants`."""
+
+    def __repr__(self) -> str:
+        return "<tensor>"
+
+
+TENSOR = _Tensor()
+
+
+def flatten_call(args, kwargs) -> tuple[list, pytree.TreeSpec]:
+    """The leaves and tree of a call's ``(args, kwargs)``: the one flattening of capture and call time."""
+    return pytree.tree_flatten((tuple(args), dict(kwargs or {})))
+
+
+@dataclass(frozen=True)
+class CallSpec:
+    """How the example call's arguments flatten: its tree, and per leaf its constant value or ``TENSOR``.
+    The plan takes the tensor leaves alone, in leaf order."""
+
+    tree: pytree.TreeSpec
+    constants: tuple
+
+    @classmethod
+    def positional(cls, n: int) -> CallSpec:
+        """``n`` positional tensors, nothing else (what a torch.compile graph takes)."""
+        return cls(flatten_call([TENSOR] * n, {})[1], (TENSOR,) * n)
+
+    @property
+    def arity(self) -> int | None:
+        """The number of arguments when the call is positional tensors alone (the fast path), else None."""
+        return len(self.constants) if self == CallSpec.positional(len(self.constants)) else None
+
+    def tensors(self, leaves: list, tree: pytree.TreeSpec) -> list[torch.Tensor] | None:
+        """The tensor leaves of a call flattened to ``leaves, tree``; None when the call has another
+        structure, another constant, or a non-tensor where the example had a tensor."""
+        if tree != self.tree:
+            return None
+        tensors = []
+        for leaf, constant in zip(leaves, self.constants):
+            if constant is TENSOR:
+                if not isinstance(leaf, torch.Tensor):
+                    return None
+                tensors.append(leaf)
+            elif type(leaf) is not type(constant) or leaf != constant:
+                return None
+        return tensors
+
+    def rebuild(self, tensors) -> tuple[tuple, dict]:
+        """``(args, kwargs)`` of a call with these tensor leaves and the example's constants."""
+        values = iter(tensors)
+        leaves = [next(values) if c is TENSOR else c for c in self.constants]
+        return pytree.tree_unflatten(leaves, self.tree)
 
 
 @dataclass
@@ -37,79 +118,132 @@ class Captured:
     """A captured program: its IR graph and what is needed to call it like the original."""
 
     graph: Graph
-    input_names: list[str]  # IR input names of the user's (flat, positional) inputs, in call order
+    input_names: list[str]  # IR input names of the call's tensor leaves, in leaf order
     out_spec: pytree.TreeSpec  # rebuilds the user's output structure from ``graph.outputs``
     module: torch.nn.Module | None  # the source module; None for a plain function
     param_inputs: dict[str, torch.Tensor] = field(default_factory=dict)  # fold_params=False: IR input -> tensor
     written: list[WrittenCall] = field(default_factory=list)  # the program's calls before decomposition
+    call: CallSpec | None = None  # how the example call flattens (its tree and constants)
+    inputs: tuple = ()  # the example call's tensor leaves (copies where they aliased), in leaf order
+    fallback: str = ""  # why torch.export did not capture the program and which path did ("": it did)
 
     def feeds(self, *inputs: torch.Tensor) -> dict[str, torch.Tensor]:
-        """IR inputs by name for a call with ``inputs`` (the weights included when they are not folded)."""
+        """IR inputs by name for a call with these tensor leaves (the weights included when not folded)."""
         if len(inputs) != len(self.input_names):
             raise EqiforgeError(f"expected {len(self.input_names)} inputs {self.input_names}, got {len(inputs)}")
         return {**self.param_inputs, **dict(zip(self.input_names, inputs))}
 
     def unflatten(self, outputs: list[torch.Tensor]):
-        """The user's output structure (tensor, tuple, dict, ...) from the flat graph outputs."""
+        """The user's output structure (tensor, tuple, dict, ModelOutput, cache ...) from the graph outputs."""
         return pytree.tree_unflatten(list(outputs), self.out_spec)
 
 
-def capture(fn_or_module, example_inputs, *, fold_params: bool = True) -> Captured:
-    """Trace ``fn_or_module`` (an ``nn.Module``, a ``torch.fx.GraphModule`` or a plain function taking
-    tensors) at ``example_inputs`` (a tuple or list of tensors) and convert it to the IR."""
+def capture(fn_or_module, example_inputs, example_kwargs=None, *, fold_params: bool = True) -> Captured:
+    """Trace ``fn_or_module`` (an ``nn.Module``, a ``torch.fx.GraphModule`` or a plain function) at the call
+    ``fn_or_module(*example_inputs, **example_kwargs)`` and convert it to the IR. Arguments may be tensors,
+    constants, or containers and registered classes (a transformers ``DynamicCache``) holding them."""
     module = _as_module(fn_or_module)
-    inputs = _check_inputs(example_inputs)
-    exported = _export(module, inputs, _name(fn_or_module))
-    program = _decompose(exported)
-    signature = program.graph_signature
-    if signature.buffers_to_mutate or signature.user_inputs_to_mutate:
-        mutated = list(signature.buffers_to_mutate.values()) + list(signature.user_inputs_to_mutate.values())
-        raise EqiforgeError(f"the program updates {mutated} in place; EqiForge optimizes pure programs. For a "
-                            "module in training mode (BatchNorm statistics, ...) call .eval() first, or return "
+    name = _name(fn_or_module)
+    call, inputs, input_names = _flat_call(module, example_inputs, example_kwargs)
+    flat = _Flat(module, call)
+    traced = _trace(flat, inputs, name)
+    if traced.mutated:
+        raise EqiforgeError(f"the program updates {traced.mutated} in place; EqiForge optimizes pure programs. For "
+                            "a module in training mode (BatchNorm statistics, ...) call .eval() first, or return "
                             "new tensors instead of mutating inputs")
-    state = {spec.arg.name: _state_value(program, spec.target)
-             for spec in signature.input_specs if spec.kind in STATE_KINDS}
-    if fold_params:
-        graph = fx_to_ir(program.graph_module, params={k: v.detach() for k, v in state.items()})  # shared memory
-        param_inputs = {}
-    else:
-        graph = fx_to_ir(program.graph_module)
-        param_inputs = {k: v.detach() for k, v in state.items()}
-    graph = mark_causal_masks(fold_constant_externs(graph))
-    input_names = [spec.arg.name for spec in signature.input_specs if spec.kind == InputKind.USER_INPUT]
-    source = fn_or_module if isinstance(fn_or_module, torch.nn.Module) else None
-    return Captured(graph, input_names, program.call_spec.out_spec, source, param_inputs,
-                    written_calls(exported.graph_module))
-
-
-def _as_module(fn_or_module) -> torch.nn.Module:
-    """Modules as they are; a function becomes a module whose ``forward`` is the function itself, so that
-    torch.export names the graph inputs after the function's parameters (builtins such as ``torch.sin``
-    have no signature and get a ``*args`` wrapper)."""
-    if isinstance(fn_or_module, torch.nn.Module):
-        return fn_or_module
-    if not callable(fn_or_module):
-        raise EqiforgeError(f"expected an nn.Module or a function, got {type(fn_or_module).__name__}")
+    names = traced.rename(input_names)
     try:
-        inspect.signature(fn_or_module)
-        forward = fn_or_module
-    except (TypeError, ValueError):
-        def forward(*args):
-            return fn_or_module(*args)
-    module = torch.nn.Module()
-    module.forward = forward
-    return module
+        if fold_params:
+            graph = fx_to_ir(traced.gm, params={k: v.detach() for k, v in traced.state.items()})  # shared memory
+            param_inputs = {}
+        else:
+            graph = fx_to_ir(traced.gm)
+            param_inputs = {k: v.detach() for k, v in traced.state.items()}
+    except EqiforgeError:
+        raise
+    except Exception as err:  # a converter bug, not the user's: say where it happened
+        raise EqiforgeError(f"capturing {name}: converting the graph {traced.path} traced to the IR failed: "
+                            f"{type(err).__name__}: {err}") from err
+    graph = mark_causal_masks(fold_constant_externs(graph))
+    source = fn_or_module if isinstance(fn_or_module, torch.nn.Module) else None
+    return Captured(graph, names, flat.out_spec, source, param_inputs, traced.written, call, inputs, traced.fallback)
 
 
-def _check_inputs(example_inputs) -> tuple[torch.Tensor, ...]:
+# ---------------------------------------------------------------------------------------------- the call
+
+def _flat_call(module: torch.nn.Module, example_inputs, example_kwargs) -> tuple[CallSpec, tuple, list[str]]:
+    """The example call's spec, its tensor leaves (unaliased) and a name per tensor leaf."""
     if not isinstance(example_inputs, (tuple, list)):
-        raise EqiforgeError("example_inputs must be a tuple or list of tensors (one per positional argument), "
-                            f"got {type(example_inputs).__name__}")
-    for i, x in enumerate(example_inputs):
-        if not isinstance(x, torch.Tensor):
-            raise EqiforgeError(f"example_inputs[{i}] is of type {type(x).__name__}; EqiForge programs take tensors "
-                                "only (bind other arguments with functools.partial or a closure)")
-    return _unaliased(example_inputs)
+        raise EqiforgeError("example_inputs must be a tuple or list (one entry per positional argument), got "
+                            f"{type(example_inputs).__name__}; keyword arguments go in example_kwargs (a dict)")
+    if example_kwargs is not None and not isinstance(example_kwargs, dict):
+        raise EqiforgeError(f"example_kwargs must be a dict of keyword arguments, got {type(example_kwargs).__name__}")
+    kwargs = dict(example_kwargs or {})
+    _register_transformers_pytrees(module, (example_inputs, kwargs))
+    leaves, tree = flatten_call(example_inputs, kwargs)
+    arguments = [*zip(_positional_names(module, len(example_inputs)), example_inputs), *kwargs.items()]
+    owners = [(name, len(inner), j) for name, value in arguments
+              for inner in [pytree.tree_leaves(value)] for j in range(len(inner))]  # per leaf, in leaf order
+    constants, tensors, names = [], [], []
+    for leaf, (name, count, j) in zip(leaves, owners):
+        if isinstance(leaf, torch.Tensor):
+            constants.append(TENSOR)
+            tensors.append(leaf)
+            names.append(_identifier(name if count == 1 else f"{name}_{j}"))
+        elif isinstance(leaf, CONSTANT_TYPES):
+            constants.append(leaf)
+        else:
+            raise EqiforgeError(
+                f"example input {name!r} is or holds a {type(leaf).__name__}, which EqiForge cannot see into: pass "
+                "tensors, constants (int, float, bool, None, ...) or containers of them (tuples, lists, dicts, "
+                "classes registered with torch.utils._pytree.register_pytree_node), and bind other arguments with "
+                "functools.partial or a closure")
+    return CallSpec(tree, tuple(constants)), _unaliased(tensors), _unique(names)
+
+
+def _register_transformers_pytrees(module: torch.nn.Module, example) -> None:
+    """Hugging Face caches (``DynamicCache`` and the other ``Cache`` classes, model-specific ones included)
+    as pytree nodes, with the flattening transformers ships for torch.export, so a cache in the inputs or
+    outputs opens into its tensors and is rebuilt as a real cache. Only where transformers is already
+    imported and the program holds one of its models or the call one of its objects."""
+    if "transformers" not in sys.modules:
+        return
+    from transformers import PreTrainedModel
+    from transformers.exporters.exporter_dynamo import register_cache_pytrees_for_model
+    owners = {type(m): m for m in module.modules() if isinstance(m, PreTrainedModel)}
+    owners.update({type(leaf): leaf for leaf in pytree.tree_leaves(example)
+                   if type(leaf).__module__.startswith("transformers.")})
+    for owner in owners.values():
+        register_cache_pytrees_for_model(owner)  # registers every Cache class, and *Cache classes of its module
+
+
+def _positional_names(module: torch.nn.Module, n: int) -> list[str]:
+    """Names for the first ``n`` positional arguments: the forward's parameter names (``args_<i>`` past a
+    ``*args`` or where there is no signature)."""
+    try:
+        params = list(inspect.signature(module.forward).parameters.values())
+    except (TypeError, ValueError):
+        params = []
+    names = []
+    for p in params:
+        if p.kind not in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):
+            break
+        names.append(p.name)
+    return (names + [f"args_{i}" for i in range(len(names), n)])[:n]
+
+
+def _identifier(name: str) -> str:
+    name = re.sub(r"\W", "_", name)
+    return name if name.isidentifier() and not keyword.iskeyword(name) else f"in_{name}"
+
+
+def _unique(names: list[str]) -> list[str]:
+    seen: dict[str, int] = {}
+    out = []
+    for n in names:
+        seen[n] = seen.get(n, -1) + 1
+        out.append(n if not seen[n] else f"{n}_{seen[n]}")
+    return out
 
 
 def _unaliased(inputs) -> tuple[torch.Tensor, ...]:
@@ -125,41 +259,186 @@ def _unaliased(inputs) -> tuple[torch.Tensor, ...]:
     return tuple(out)
 
 
+def _as_module(fn_or_module) -> torch.nn.Module:
+    """Modules as they are; a function becomes a module whose ``forward`` is the function itself (so its
+    parameter names name the inputs; builtins such as ``torch.sin`` have no signature and get ``*args``)."""
+    if isinstance(fn_or_module, torch.nn.Module):
+        return fn_or_module
+    if not callable(fn_or_module):
+        raise EqiforgeError(f"expected an nn.Module or a function, got {type(fn_or_module).__name__}")
+    try:
+        inspect.signature(fn_or_module)
+        forward = fn_or_module
+    except (TypeError, ValueError):
+        def forward(*args):
+            return fn_or_module(*args)
+    module = torch.nn.Module()
+    module.forward = forward
+    return module
+
+
 def _name(fn_or_module) -> str:
     if isinstance(fn_or_module, torch.nn.Module):
         return type(fn_or_module).__name__
-    return getattr(fn_or_module, "__qualname__", repr(fn_or_module))
+    return getattr(fn_or_module, "__qualname__", repr(fn_or_module)).split("<locals>.")[-1]
 
 
-def _export(module: torch.nn.Module, inputs: tuple, name: str) -> torch.export.ExportedProgram:
-    """torch.export; tracing failures become an EqiforgeError naming the cause."""
+class _OutSpec:
+    """Where :class:`_Flat` records the structure of the output it returned."""
+
+    spec: pytree.TreeSpec | None = None
+
+
+class _Flat(torch.nn.Module):
+    """The program as a function of the call's tensor leaves, returning its output's tensor leaves; it
+    records the output's structure while traced (outside the module: torch.export restores its attributes)."""
+
+    def __init__(self, program: torch.nn.Module, call: CallSpec):
+        super().__init__()
+        self.program, self.call = program, call
+        self.outputs = _OutSpec()
+
+    @property
+    def out_spec(self) -> pytree.TreeSpec:
+        return self.outputs.spec
+
+    def forward(self, *tensors):
+        args, kwargs = self.call.rebuild(tensors)
+        leaves, self.outputs.spec = pytree.tree_flatten(self.program(*args, **kwargs))
+        unknown = [leaf for leaf in leaves if not isinstance(leaf, torch.Tensor)]
+        if unknown:
+            raise EqiforgeError(
+                f"the program returns a {type(unknown[0]).__name__} among its outputs, which EqiForge cannot see "
+                "into: return tensors or containers of them (tuples, lists, dicts, and classes registered with "
+                "torch.utils._pytree.register_pytree_node, as transformers' ModelOutput and caches are), or wrap "
+                "the program to return only its tensors")
+        return tuple(leaves)
+
+
+# --------------------------------------------------------------------------------------------- tracing
+
+@dataclass
+class _Traced:
+    """A core-ATen graph of the flat program, from either capture path."""
+
+    gm: fx.GraphModule
+    state: dict[str, torch.Tensor]  # placeholder -> parameter, buffer or lifted constant
+    state_names: dict[str, str]  # placeholder -> its name in the plan (``p_layers_0_weight``)
+    user: list[str]  # the placeholders of the call's tensor leaves, in order
+    mutated: list[str]
+    written: list[WrittenCall]
+    path: str
+    fallback: str = ""  # why earlier paths failed and which one captured the program ("": the first did)
+
+    def rename(self, input_names: list[str]) -> list[str]:
+        """Name the placeholders after what they hold (the same names on both paths); the IR input names."""
+        nodes = {n.name: n for n in self.gm.graph.nodes if n.op == "placeholder"}
+        for old, new in self.state_names.items():
+            nodes[old]._rename(new)
+        for old, new in zip(self.user, input_names):
+            nodes[old]._rename(new)
+        self.state = {nodes[k].name: v for k, v in self.state.items()}
+        self.gm.recompile()
+        return [nodes[k].name for k in self.user]
+
+
+def _trace(flat: _Flat, inputs: tuple, name: str) -> _Traced:
+    """The first capture path that succeeds; an EqiforgeError naming each path, its stage and cause if none."""
+    failures: list[_StageFailed] = []
+    for path in (_by_export, _by_aot):
+        try:
+            traced = path(flat, inputs, failures)
+        except _StageFailed as failed:
+            failures.append(failed)
+            continue
+        if failures:
+            traced.fallback = "; ".join([f.describe() for f in failures] + [f"captured by {traced.path}"])
+        return traced
+    hint = CONTROL_FLOW_HINT if any(_data_dependent(f.error) for f in failures) else (
+        "check that the program runs eagerly with the example inputs")
+    tried = "\n".join(f"  - {f.describe()}" for f in failures)
+    raise EqiforgeError(f"EqiForge could not capture {name} (stage: capture); every capture path failed:\n{tried}\n"
+                        f"Hint: {hint}") from failures[0].error
+
+
+class _StageFailed(Exception):
+    """A capture path failed at one of its stages (tracing, decomposition) with a torch error."""
+
+    def __init__(self, path: str, stage: str, error: Exception, written=()):
+        super().__init__(path, stage, error)
+        self.path, self.stage, self.error, self.written = path, stage, error, list(written)
+
+    def describe(self) -> str:
+        text = str(self.error).strip()
+        return f"{self.path} could not {self.stage}: {type(self.error).__name__}: {text.splitlines()[0] if text else ''}"
+
+
+def _data_dependent(err: BaseException | None) -> bool:
+    seen = set()
+    while err is not None and id(err) not in seen:
+        if isinstance(err, DATA_DEPENDENT):
+            return True
+        seen.add(id(err))
+        err = err.__cause__ or err.__context__
+    return False
+
+
+def _run_stage(path: str, stage: str, fn, written=()):
+    """``fn()``; a torch error becomes a _StageFailed naming the path and stage (EqiforgeErrors pass)."""
     try:
         with warnings.catch_warnings():  # torch's own deprecation notices, not the user's concern
             warnings.simplefilter("ignore", FutureWarning)
-            program = torch.export.export(module, inputs, strict=False)
-    except Exception as err:  # torch raises many types here: UserError, GuardOnDataDependent..., TypeError
-        cause = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        raise EqiforgeError(
-            f"torch.export could not trace {name}: {type(err).__name__}: {cause}\nEqiForge captures programs "
-            "with torch.export at static shapes: replace Python control flow that depends on tensor values "
-            "(if x.sum() > 0, .item(), .tolist()) by torch.where or torch.cond, and check that the example "
-            "inputs are valid for the program") from err
-    return program
+            return fn()
+    except EqiforgeError:
+        raise  # the program's own fault, said in EqiForge's words (an output it cannot see into)
+    except Exception as err:  # torch raises many types here: UserError, GuardOnDataDependent..., ValueError
+        raise _StageFailed(path, stage, err, written) from err
 
 
-def _decompose(program: torch.export.ExportedProgram) -> torch.export.ExportedProgram:
+def _decomposition_table():
     """Core-ATen decompositions, but for the composites the IR has whole (``aten.KEEP_WHOLE``)."""
     table = torch.export.default_decompositions()
     for op in aten.KEEP_WHOLE:
         table.pop(op, None)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", FutureWarning)
-        return program.run_decompositions(table)
+    return table
 
 
-def _state_value(program: torch.export.ExportedProgram, target: str) -> torch.Tensor:
-    value = program.state_dict[target] if target in program.state_dict else program.constants[target]
-    if not isinstance(value, torch.Tensor):
-        raise EqiforgeError(f"module state {target!r} is a {type(value).__name__}, not a tensor")
-    return value
+def _state_name(kind: InputKind, fqn: str) -> str:
+    """``p_layers_0_weight`` for the parameter ``layers.0.weight`` (torch.export's naming, without _Flat's)."""
+    return f"{STATE_PREFIX[kind]}_{re.sub(r'[^0-9a-zA-Z_]', '_', fqn.removeprefix('program.'))}"
 
+
+def _by_export(flat: _Flat, inputs: tuple, _failures) -> _Traced:
+    path = "torch.export"
+    exported = _run_stage(path, "trace the program", lambda: torch.export.export(flat, inputs, strict=False))
+    written = written_calls(exported.graph_module)
+    program = _run_stage(path, "decompose it to core ATen (run_decompositions)",
+                         lambda: exported.run_decompositions(_decomposition_table()), written)
+    signature = program.graph_signature
+    state, names = {}, {}
+    for spec in signature.input_specs:
+        if spec.kind in STATE_PREFIX:
+            value = program.state_dict[spec.target] if spec.target in program.state_dict else program.constants[spec.target]
+            if not isinstance(value, torch.Tensor):
+                raise EqiforgeError(f"module state {spec.target!r} is a {type(value).__name__}, not a tensor")
+            state[spec.arg.name], names[spec.arg.name] = value, _state_name(spec.kind, spec.target)
+    user = [spec.arg.name for spec in signature.input_specs if spec.kind == InputKind.USER_INPUT]
+    mutated = list(signature.buffers_to_mutate.values()) + list(signature.user_inputs_to_mutate.values())
+    return _Traced(program.graph_module, state, names, user, mutated, written, path)
+
+
+def _by_aot(flat: _Flat, inputs: tuple, failures) -> _Traced:
+    from torch._functorch.aot_autograd import aot_export_module
+    path = "AOTAutograd (aot_export_module)"
+    with torch.no_grad():  # inference: no joint graph, outputs need no grad
+        gm, signature = _run_stage(path, "trace the program", lambda: aot_export_module(
+            flat, list(inputs), trace_joint=False, decompositions=dict(_decomposition_table().items())))
+    named = dict(flat.named_parameters(remove_duplicate=False)) | dict(flat.named_buffers(remove_duplicate=False))
+    state, names = {}, {}
+    for placeholder, target in signature.inputs_to_parameters.items():
+        state[placeholder], names[placeholder] = named[target], _state_name(InputKind.PARAMETER, target)
+    for placeholder, target in signature.inputs_to_buffers.items():
+        state[placeholder], names[placeholder] = named[target], _state_name(InputKind.BUFFER, target)
+    mutated = list(signature.buffers_to_mutate.values()) + list(signature.user_inputs_to_mutate.values())
+    written = next((f.written for f in failures if f.written), [])  # the program as written, if export traced it
+    return _Traced(gm, state, names, list(signature.user_inputs), mutated, written, path)
