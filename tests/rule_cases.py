@@ -585,6 +585,17 @@ def _attention_forms(rng):
     return b.out(*[b.op("MatMul", _softmax_last(b, x), v) for x in forms]), ["composite", "attention"]
 
 
+@case("attention-full-bias", "attention-scaled-full-bias")
+def _attention_full_bias(rng):
+    """A bias of the scores' own shape (SDPA's attn_mask, T5's position bias): no Expand to strip."""
+    b = B(rng)
+    q, kt, v, scores_shape = _attention_inputs(b, (2,))
+    s = b.op("MatMul", q, kt)
+    bias = b.x("bias", *scores_shape)
+    forms = [b.op("Add", s, bias), b.op("Add", b.op("Mul", s, b.fill(0.3, s)), bias)]
+    return b.out(*[b.op("MatMul", _softmax_last(b, x), v) for x in forms]), ["composite", "attention"]
+
+
 @case("attention-read-k-2", "attention-read-k-4")
 def _attention_ranks(rng):
     b = B(rng)
@@ -617,14 +628,17 @@ def _sdpa_guard(rng):
     return b.out(b.op("MatMul", guarded, v)), ["composite", "attention"]
 
 
-@case("masked-fill-as-bias")
+@case("masked-fill-as-bias", "masked-fill-as-full-bias")
 def _masked_scores(rng):
     b = B(rng)
     m, n = b.dim(), b.dim()
     s = b.x("s", 2, m, n)
     mask = b.op("Lt", b.x("u", 1, m, n), b.g.fill(0.0, (1, m, n), F32))
-    filled = b.op("Where", b.op("Expand", mask, attrs=[(2, m, n)]), b.g.fill(float("-inf"), (2, m, n), F32), s)
-    return b.out(filled), ["attention"]
+    full = b.op("Lt", b.x("w", 2, m, n), b.g.fill(0.0, (2, m, n), F32))
+    outs = [b.op("Where", cond, b.g.fill(fill, (2, m, n), F32), s)
+            for cond in (b.op("Expand", mask, attrs=[(2, m, n)]), full)
+            for fill in (float("-inf"), torch.finfo(torch.float32).min)]  # what models fill with: both are a bias
+    return b.out(*outs), ["attention"]
 
 
 @case("attention-causal", "causal-bias-of-mask")

@@ -74,6 +74,46 @@ def test_pre_transposed_k_and_additive_bias():
         assert node.attrs[0] == "T" and len(node.inputs) == 4  # K read as given, bias passed
 
 
+MASKED = {
+    "sdpa_float_mask": lambda q, k, v, m: torch.nn.functional.scaled_dot_product_attention(
+        q, k, v, attn_mask=torch.where(m, 0.0, float("-inf"))),
+    "sdpa_bias_scale_1": lambda q, k, v, m: torch.nn.functional.scaled_dot_product_attention(
+        q, k, v, attn_mask=m * 0.5, scale=1.0),
+    "masked_fill_finfo_min": lambda q, k, v, m: softmax_v(
+        (q @ k.mT * SCALE).masked_fill(~m, torch.finfo(torch.float32).min), v),
+}
+
+
+@pytest.mark.parametrize("backend", ["torch", "triton"])
+@pytest.mark.parametrize("variant", sorted(MASKED))
+def test_masked_attention_spellings_are_one_attention_node(variant, backend):
+    """SDPA with an attn_mask of the scores' own shape (no broadcast to strip) and masked_fill with float32's
+    lowest value (what many models use instead of -inf), broadcast or not, reach the attention node; a row
+    the mask hides entirely gives eager's result."""
+    q, k, v = qkv()
+    m = torch.rand(B, H, S, S, generator=torch.Generator().manual_seed(1)) > 0.3
+    m[0, 0, 3] = False  # a fully masked row: SDPA gives 0 there, the lowest value uniform weights
+    fn = MASKED[variant]
+    opt = eqiforge.optimize(fn, (q, k, v, m), backend=backend, original_if_no_better=False)
+    with torch.no_grad():
+        assert_close(opt(q, k, v, m), fn(q, k, v, m))
+    assert len(attention_nodes(opt)) == 1 and not leftover_softmax_or_products(opt)
+
+
+def test_t5_relative_position_bias_reaches_the_attention_node():
+    transformers = pytest.importorskip("transformers")
+    cfg = transformers.T5Config(vocab_size=128, d_model=64, d_kv=16, d_ff=128, num_layers=1, num_heads=4,
+                                dropout_rate=0.0)
+    torch.manual_seed(0)
+    model = transformers.T5EncoderModel(cfg).eval()
+    ids = torch.randint(0, 128, (2, 16))
+    opt = eqiforge.optimize(model, (ids,), original_if_no_better=False)
+    with torch.no_grad():
+        fresh = torch.randint(0, 128, (2, 16))
+        assert_close(opt(fresh)[0], model(fresh)[0])
+    assert len(attention_nodes(opt)) == 1
+
+
 def test_multi_head_attention_from_projections_is_fused():
     fn, inputs = examples.load("transformer_layer")
     opt = eqiforge.optimize(fn, inputs)
