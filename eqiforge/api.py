@@ -16,6 +16,7 @@ from .egraph import saturate as sat
 from .errors import EqiforgeError
 from .extract import Extraction, extract
 from .extract.dag import Selection
+from .lower.attention_notes import unfused_attention
 from .lower.plan import Plan, build_plan, price
 from .lower.torch_code import to_torch_code
 from .cost.as_written import written_seconds
@@ -155,7 +156,8 @@ class _Lowering:
     def lower(self, selection):
         plan = build_plan(self.snap, selection.choice, self.graph, self.model, self.opts.fold_constants)
         plan.graph.verify()
-        return (plan, *_lower(plan, self.input_names, self.bound, self.opts.backend, self.title, self.rulesets))
+        runner, source, notes = _lower(plan, self.input_names, self.bound, self.opts.backend, self.title, self.rulesets)
+        return plan, runner, source, unfused_attention(plan.graph) + notes
 
     def checked(self, selection, plan, runner, source, notes, node_cost, examples):
         """The first of: this plan, plans extracted again without the e-nodes where a failing plan left the

@@ -114,6 +114,22 @@ def test_t5_relative_position_bias_reaches_the_attention_node():
     assert len(attention_nodes(opt)) == 1
 
 
+def test_soft_capped_scores_stay_a_softmax_and_the_report_says_why():
+    """Gemma 2 caps its scores with tanh before the softmax: no attention kernel takes that, so the plan keeps
+    softmax and product (still right) and the report names the op in the way."""
+    def fn(q, k, v):
+        return softmax_v(torch.tanh(q @ k.mT * SCALE / 50.0) * 50.0, v)
+    inputs = qkv()
+    opt = eqiforge.optimize(fn, inputs, original_if_no_better=False)
+    with torch.no_grad():
+        assert_close(opt(*inputs), fn(*inputs))
+    assert not attention_nodes(opt)
+    (note,) = [n for n in opt.report.lowering_notes if "attention kernel" in n]
+    assert "through Tanh" in note and "[2, 2, 24, 16]" in note
+    plain = eqiforge.optimize(VARIANTS["scale_multiplied"], inputs)
+    assert not [n for n in plain.report.lowering_notes if "attention kernel" in n]
+
+
 def test_multi_head_attention_from_projections_is_fused():
     fn, inputs = examples.load("transformer_layer")
     opt = eqiforge.optimize(fn, inputs)
