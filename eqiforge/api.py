@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from . import cost, frontend, ops, validate
+from . import blocks, cost, frontend, ops, validate
 from .egraph import saturate as sat
 from .errors import EqiforgeError
 from .extract import Extraction, extract
@@ -50,6 +50,7 @@ class Options:
     original_if_no_better: bool = True  # torch/inductor: a plan predicted no faster runs the original program
     #                                     (inductor: the original compiled by Inductor)
     progress: bool = False
+    share_blocks: bool = True  # identical repeated blocks (a model's layers) are optimized once (blocks.py)
 
     def __post_init__(self):
         if self.backend not in BACKENDS:
@@ -118,12 +119,17 @@ def optimize_graph(graph, input_names, out_spec, opts: Options, timer: StageTime
     layers = ("algebra", "kernel") if kernels else ("algebra",)
     schedule = sat.default_schedule(None if opts.rules is None else list(opts.rules), opts.limits, layers)
     names = list(schedule.rulesets)
-    with _progress(opts.progress) as on_step, timer("saturate"):
-        snap, saturation = sat.saturate(graph, schedule, on_step=on_step, assume_finite=opts.assume_finite)
+    with _progress(opts.progress) as on_step:
+        shared = blocks.optimize_once(graph, schedule, model, opts, timer, on_step) if opts.share_blocks else None
+        if shared and shared.result:
+            snap, saturation, node_cost, selection = shared.result
+        else:
+            with timer("saturate"):
+                snap, saturation = sat.saturate(graph, schedule, on_step=on_step, assume_finite=opts.assume_finite)
+            with timer("extract"):
+                node_cost = model.predict(cost.snapshot_features(snap, opts.fold_constants))
+                selection = extract(snap, node_cost, method=opts.extractor, time_limit=opts.extract_seconds)
     lowering = _Lowering(snap, graph, input_names, bound, model, opts, title, names)
-    with timer("extract"):
-        node_cost = model.predict(cost.snapshot_features(snap, opts.fold_constants))
-        selection = extract(snap, node_cost, method=opts.extractor, time_limit=opts.extract_seconds)
     with timer("lower"):
         plan, runner, source, notes = lowering.lower(selection)
     validation = "off (validate=False)"
@@ -138,7 +144,8 @@ def optimize_graph(graph, input_names, out_spec, opts: Options, timer: StageTime
         predicted_written=written_seconds(written, model.device) if written else 0.0,
         extraction_method=selection.method, extraction_cost=selection.cost, cost_model=model.name,
         ops_before=graph.op_counts(), ops_after=plan.graph.op_counts(), folded_constants=plan.folded,
-        lowering_notes=notes, validation=validation)
+        lowering_notes=notes, validation=validation,
+        repeated_blocks=shared.note if shared else "off (share_blocks=False)")
     specs = [(name, graph.nodes[i].shape, graph.nodes[i].dtype)
              for name in input_names for i in [_input_node(graph, name)]]
     optimized = OptimizedModule(runner, source, specs, out_spec, plan, report)

@@ -25,6 +25,7 @@ class Report:
     lowering_notes: list[str] = field(default_factory=list)  # e.g. kernels that fell back to PyTorch
     validation: str = ""  # what the plan check found and what was returned (empty: not checked)
     runs: str = "the plan"  # what a call runs: the plan, or the original program (and why)
+    repeated_blocks: str = ""  # "N repeated blocks of M nodes optimized once", or why not (blocks.py)
 
     # the saturation's headline numbers, at the top level for convenience
     @property
@@ -71,6 +72,8 @@ class Report:
             ("constants folded", str(self.folded_constants)),
             ("seconds per stage", ", ".join(f"{k} {v:.2f}" for k, v in self.stage_seconds.items())),
         ]
+        if self.repeated_blocks and not self.repeated_blocks.startswith("no repeated blocks"):
+            rows.append(("repeated blocks", self.repeated_blocks))
         if self.lowering_notes:
             rows.append(("lowering", "; ".join(self.lowering_notes)))
         if self.validation:

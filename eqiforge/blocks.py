@@ -1,0 +1,401 @@
+"""Repeated blocks: a deep model's identical layers are saturated and extracted once.
+
+An LLM is K copies of one layer with different weights. ``find`` looks for them in the captured graph: every
+node gets a structural signature that ignores which parameter a Param leaf is (its shape and dtype count, and
+constants' values and facts), the compute nodes that read the program's inputs are listed in program order,
+and the longest run of K >= 2 equal periods of that list is taken as K blocks. The candidate is then checked
+exactly: each block reads only itself, the block before it (the residual stream, any number of tensors)
+and values from before the first block, all in the same places, and its parameters correspond one to one
+with the first block's. Anything else (the embedding, the final norm, the head) is the *rest*.
+
+``optimize_once`` saturates and extracts the first block as a graph of its own (inputs: what it reads from
+outside, outputs: what others read from it) and the rest as another, then glues the e-graphs into one
+Snapshot of the whole program: K copies of the block's e-graph, each with its block's parameters, their
+entry e-classes merged with the e-classes that feed them. The block's choice is the choice of every copy,
+so the Plan built from it recomputes each block's folded constants from that block's weights, and the plan
+check, retries and drawings work on it as on a saturated whole graph. When nothing repeats or the parts do
+not glue, the caller optimizes the whole graph as before; ``Shared.note`` says which happened.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from . import cost
+from .egraph import saturate as sat
+from .egraph.report import SaturationReport
+from .egraph.snapshot import Snapshot
+from .errors import EqiforgeError
+from .extract import extract
+from .extract.dag import Selection, select
+from .ir import Graph
+
+MIN_BLOCK_NODES = 12  # smaller repeats (a chain of Adds) gain nothing and would cut fusion across them
+ENTRY, GLUE = "eqiforge_entry", "eqiforge_block"  # names of the pieces' stand-in inputs
+
+
+@dataclass
+class Blocks:
+    """K identical blocks: ``nodes[k]`` are block k's compute nodes in block order (position t of every
+    block is the same computation), ``mapping[k]`` maps every node of block 0 (compute nodes, the constants
+    they read, its entries) to block k's counterpart."""
+
+    nodes: list[list[int]]
+    entries: list[list[int]]  # entries[k][e]: the node block k reads in entry slot e
+    exits: list[int]  # positions read from outside some block (or graph outputs)
+    uses: dict[tuple[int, int], int]  # (position, operand index) of block 0 -> entry slot it reads
+    mapping: list[dict[int, int]]
+
+    @property
+    def count(self) -> int:
+        return len(self.nodes)
+
+
+@dataclass
+class Shared:
+    """What ``optimize_once`` returns: the glued results, or None and why the whole graph is optimized."""
+
+    note: str
+    result: tuple | None = None  # (Snapshot, SaturationReport, node_cost, Selection)
+
+
+# ------------------------------------------------------------------------------------------ detection
+
+def find(graph: Graph) -> tuple[Blocks | None, str]:
+    """The repeated blocks of ``graph`` and a note, or None and why there are none."""
+    live = graph.live_nodes()
+    data = _data_nodes(graph, live)
+    order = [i for i in live if data[i] and graph.nodes[i].op != "Input"]
+    sig, const_sig = _signatures(graph, live, data)
+    found = _longest_period(np.array([sig[i] for i in order], dtype=np.int64))
+    if found is None:
+        return None, "no repeated blocks: no layer structure repeats"
+    start, period, count = found
+    candidate = [order[start + k * period: start + (k + 1) * period] for k in range(count)]
+    blocks, why = _check(graph, live, data, candidate, const_sig)
+    if blocks is None:
+        return None, f"no repeated blocks: {count} candidate blocks of {period} nodes are not identical ({why})"
+    return blocks, ""
+
+
+def _data_nodes(graph: Graph, live: list[int]) -> dict[int, bool]:
+    """Which live nodes depend on an input (externs count as such: they are never treated as constants)."""
+    data: dict[int, bool] = {}
+    for i in live:
+        n = graph.nodes[i]
+        data[i] = n.op in ("Input", "Extern") or any(data[j] for j in n.inputs)
+    return data
+
+
+def _signatures(graph: Graph, live: list[int], data: dict[int, bool]) -> tuple[dict[int, int], dict[int, int]]:
+    """Interned structural signatures: a constant's covers its whole sub-expression (a Param by shape and
+    dtype only), a compute node's its own op, attributes, shape, dtype, facts and its operands' kinds
+    (any value of the program, or which constant)."""
+    table: dict[tuple, int] = {}
+    sig: dict[int, int] = {}
+    for i in live:
+        n = graph.nodes[i]
+        attrs = () if n.op == "Param" else n.attrs
+        operands = tuple(-1 if data[j] else sig[j] for j in n.inputs)
+        key = (n.op, attrs, n.shape, n.dtype, graph.facts.get(i, ()), operands)
+        sig[i] = table.setdefault(key, len(table))
+    return sig, {i: s for i, s in sig.items() if not data[i]}
+
+
+def _longest_period(seq: np.ndarray) -> tuple[int, int, int] | None:
+    """(start, period, count) of the run of count >= 2 equal periods covering the most of ``seq`` (ties: the
+    shortest period, then the earliest start), or None."""
+    best, n = None, len(seq)
+    for period in range(MIN_BLOCK_NODES, n // 2 + 1):
+        same = np.concatenate(([0], (seq[:-period] == seq[period:]).astype(np.int8), [0]))
+        edges = np.flatnonzero(np.diff(same))
+        for begin, end in zip(edges[::2], edges[1::2]):
+            count = (end - begin + period) // period
+            if count >= 2 and (best is None or count * period > best[0]):
+                best = (count * period, int(begin), period, int(count))
+    return None if best is None else best[1:]
+
+
+def _check(graph, live, data, candidate: list[list[int]], const_sig) -> tuple[Blocks | None, str]:
+    """Blocks when the candidate is exact (see the module docstring), else None and the first difference."""
+    period, count = len(candidate[0]), len(candidate)
+    where = {i: (k, t) for k, nodes in enumerate(candidate) for t, i in enumerate(nodes)}
+    slots: dict[tuple, int] = {}  # ("prev", position) or ("ext", node) -> entry slot
+    uses: dict[tuple[int, int], int] = {}
+    described = []
+    for k, nodes in enumerate(candidate):
+        desc = []
+        for t, i in enumerate(nodes):
+            for x, j in enumerate(graph.nodes[i].inputs):
+                if not data[j]:
+                    desc.append(("const",))
+                elif j in where and where[j][0] == k:
+                    desc.append(("in", where[j][1]))
+                elif j in where and where[j][0] == k - 1:
+                    desc.append(("prev", where[j][1]))
+                elif j not in where and (graph.nodes[j].op == "Input" or j < candidate[0][0]):
+                    desc.append(("ext", j))
+                else:
+                    return None, f"block {k} reads node {j} of block {where[j][0] if j in where else '?'}"
+        described.append(desc)
+    reference = described[1]
+    entries: list[list[int]] = [[] for _ in range(count)]
+    for k, desc in enumerate(described):
+        flat = 0
+        for t, i in enumerate(candidate[k]):
+            for x, j in enumerate(graph.nodes[i].inputs):
+                want, got = reference[flat], desc[flat]
+                flat += 1
+                if want[0] in ("prev", "ext"):
+                    if want != got and not (k == 0 and want[0] == "prev" and got[0] == "ext"):
+                        return None, f"block {k} position {t} reads {got}, block 1 reads {want}"
+                    slot = slots.setdefault(want, len(slots))
+                    if len(entries[k]) == slot:
+                        entries[k].append(j)
+                    elif entries[k][slot] != j:
+                        return None, f"block {k} feeds entry {want} from two nodes"
+                    if k == 0:
+                        uses[(t, x)] = slot
+                elif want != got:
+                    return None, f"block {k} position {t} reads {got}, block 1 reads {want}"
+    mapping = []
+    for k in range(count):
+        m, why = _correspond(graph, candidate[0], candidate[k], const_sig)
+        if m is None:
+            return None, f"block {k}: {why}"
+        mapping.append(m)
+    readers: dict[int, set[int]] = {}
+    for i in live:
+        for j in graph.nodes[i].inputs:
+            readers.setdefault(j, set()).add(i)
+    exits = sorted({t for k, nodes in enumerate(candidate) for t, i in enumerate(nodes)
+                    if i in graph.outputs or any(where.get(r, (None,))[0] != k for r in readers.get(i, ()))})
+    return Blocks(candidate, entries, exits, uses, mapping), ""
+
+
+def _correspond(graph, first: list[int], other: list[int], const_sig) -> tuple[dict[int, int] | None, str]:
+    """Block 0's compute nodes and constants -> ``other``'s, walking equal structures side by side; None when
+    two parameters of one block stand for one of the other (or the constants differ)."""
+    mapping: dict[int, int] = {}
+    params_back: dict[int, int] = {}
+    stack = list(zip(first, other))
+    while stack:
+        a, b = stack.pop()
+        if a in mapping:
+            if mapping[a] != b:
+                return None, f"node {a} of block 0 stands for nodes {mapping[a]} and {b}"
+            continue
+        mapping[a] = b
+        na, nb = graph.nodes[a], graph.nodes[b]
+        if na.op == "Param":
+            if params_back.setdefault(b, a) != a:
+                return None, f"parameter {nb.attrs[0]!r} stands for two parameters of block 0"
+            continue
+        for ja, jb in zip(na.inputs, nb.inputs):
+            if ja in const_sig:
+                if const_sig[ja] != const_sig.get(jb):
+                    return None, f"constants {ja} and {jb} differ"
+                stack.append((ja, jb))
+    return mapping, ""
+
+
+# ------------------------------------------------------------------------------------------ the pieces
+
+def block_graph(graph: Graph, blocks: Blocks) -> tuple[Graph, dict[int, int], dict[int, int]]:
+    """Block 0 as a graph of its own: its entry slots are inputs, its exits outputs. Returns the graph, its
+    node ids -> block 0's nodes, and its input nodes -> their entry slots. Nodes are added in program
+    order, which rules that combine siblings in program order read."""
+    out = Graph(externs=graph.externs)
+    first, members = blocks.nodes[0], set(blocks.nodes[0])
+    items = sorted(blocks.mapping[0])
+    entry_node: dict[int, int] = {}  # slot -> input node of the piece
+    made: dict[int, int] = {}
+    back: dict[int, int] = {}
+    pos = {i: t for t, i in enumerate(first)}
+    slots_before = sorted(range(len(blocks.entries[0])), key=lambda e: (blocks.entries[0][e], e))
+    pending = list(slots_before)
+    for i in items:
+        while pending and blocks.entries[0][pending[0]] < i:
+            e = pending.pop(0)
+            node = graph.nodes[blocks.entries[0][e]]
+            entry_node[e] = out.input(f"{ENTRY}{e}", node.shape, node.dtype)
+        n = graph.nodes[i]
+        if n.op == "Param":
+            made[i] = out.param(n.attrs[0], graph.params[n.attrs[0]])
+        else:
+            kids = tuple(entry_node[blocks.uses[(pos[i], x)]] if i in members and (pos[i], x) in blocks.uses
+                         else made[j] for x, j in enumerate(n.inputs))
+            size = len(out.nodes)
+            made[i] = out.add(n.op, kids, n.attrs, shape=n.shape, dtype=n.dtype)
+            if len(out.nodes) == size:
+                raise EqiforgeError(f"node {i} of block 0 collapsed into another when taken apart")
+        if i in graph.facts:
+            out.facts[made[i]] = graph.facts[i]
+        back[made[i]] = i
+    out.outputs = [made[first[t]] for t in blocks.exits]
+    return out, back, {node: e for e, node in entry_node.items()}
+
+
+def rest_graph(graph: Graph, blocks: Blocks) -> tuple[Graph, dict[int, int]]:
+    """Everything outside the blocks: reads of a block's node are inputs, what the blocks read from before
+    them are extra outputs. Returns the graph and its node ids -> the original nodes."""
+    inside = {i: (k, t) for k, nodes in enumerate(blocks.nodes) for t, i in enumerate(nodes)}
+    wanted = list(graph.outputs) + [j for j in blocks.entries[0] if j not in inside]
+    needed, stack = set(), list(wanted)
+    while stack:
+        i = stack.pop()
+        if i not in needed:
+            needed.add(i)
+            if i not in inside:
+                stack.extend(graph.nodes[i].inputs)
+    out = Graph(externs=graph.externs)
+    made: dict[int, int] = {}
+    for i in sorted(needed):
+        n = graph.nodes[i]
+        if i in inside:
+            made[i] = out.input(f"{GLUE}{inside[i][0]}_{inside[i][1]}", n.shape, n.dtype)
+        elif n.op == "Param":
+            made[i] = out.param(n.attrs[0], graph.params[n.attrs[0]])
+        else:
+            made[i] = out.add(n.op, tuple(made[j] for j in n.inputs), n.attrs, shape=n.shape, dtype=n.dtype)
+        if i in graph.facts:
+            out.facts[made[i]] = graph.facts[i]
+    out.outputs = [made[i] for i in wanted]
+    return out, {m: i for i, m in made.items()}
+
+
+# ------------------------------------------------------------------------------------------ optimizing
+
+@dataclass
+class _Piece:
+    """One optimized piece: its snapshot, prices and choice, and how its IR nodes map to the program's."""
+
+    snap: Snapshot
+    node_cost: list[float]
+    choice: dict[int, int]
+    to_program: dict[int, int]  # piece IR node -> program node
+    rename: dict[str, str] = field(default_factory=dict)  # parameter names of block 0 -> this copy's
+
+
+def optimize_once(graph: Graph, schedule, model, opts, timer, on_step=None) -> Shared:
+    """Saturate and extract one block and the rest; the glued whole (see the module docstring), or why not."""
+    blocks, why = find(graph)
+    if blocks is None:
+        return Shared(why)
+    try:
+        block, block_back, entry_slot = block_graph(graph, blocks)
+        rest, rest_back = rest_graph(graph, blocks)
+        (bsnap, bsat, bcost, bsel), (rsnap, _, rcost, rsel) = (
+            _optimize_piece(g, schedule, model, opts, timer, on_step) for g in (block, rest))
+        pieces = [_Piece(rsnap, rcost, rsel.choice, rest_back)]
+        for k in range(blocks.count):
+            to_program = {b: blocks.mapping[k][i] for b, i in block_back.items()}
+            to_program.update({b: blocks.entries[k][e] for b, e in entry_slot.items()})
+            rename = {graph.nodes[i].attrs[0]: graph.nodes[blocks.mapping[k][i]].attrs[0]
+                      for i in blocks.mapping[0] if graph.nodes[i].op == "Param"}
+            pieces.append(_Piece(bsnap, bcost, bsel.choice, to_program, rename))
+        with timer("extract"):
+            started = time.perf_counter() - bsel.seconds - rsel.seconds  # the selection's time: all extraction
+            snap, node_cost, choice = glue(pieces, graph)
+            selection = select(snap, node_cost, choice, snap.roots, f"{bsel.method} (one block), {rsel.method} "
+                               f"(the rest)", started)
+    except (EqiforgeError, ValueError) as err:
+        return Shared(f"{blocks.count} repeated blocks found but not shared ({err}); the whole graph was optimized")
+    size = sum(1 for n in block.nodes if n.op not in ("Input", "Param", "Fill"))
+    note = f"{blocks.count} repeated blocks of {size} nodes optimized once"
+    return Shared(note, (snap, bsat, node_cost, selection))
+
+
+def _optimize_piece(piece: Graph, schedule, model, opts, timer, on_step):
+    """(snapshot, saturation report, node prices, selection) of one piece, as the pipeline does it. A piece
+    with nothing to compute (only inputs and constants) is read out without an e-graph."""
+    with timer("saturate"):
+        if all(n.op in ("Input", "Param", "Fill") for n in piece.nodes):
+            snap, saturation = _leaves_only(piece), SaturationReport()
+        else:
+            snap, saturation = sat.saturate(piece, schedule, on_step=on_step, assume_finite=opts.assume_finite)
+    with timer("extract"):
+        node_cost = list(model.predict(cost.snapshot_features(snap, opts.fold_constants)))
+        selection = extract(snap, node_cost, method=opts.extractor, time_limit=opts.extract_seconds)
+    return snap, saturation, node_cost, selection
+
+
+def _leaves_only(piece: Graph) -> Snapshot:
+    """The snapshot of a graph of leaves: one e-class and e-node per node."""
+    live = piece.live_nodes()
+    cls = {i: c for c, i in enumerate(live)}
+    nodes = [piece.nodes[i] for i in live]
+    return Snapshot(node_op=[n.op for n in nodes], node_attrs=[n.attrs for n in nodes],
+                    node_children=[() for _ in nodes], node_class=list(range(len(nodes))),
+                    class_shape=[n.shape for n in nodes], class_dtype=[n.dtype for n in nodes],
+                    roots=[cls[o] for o in piece.outputs], bindings=cls)
+
+
+def glue(pieces: list[_Piece], graph: Graph) -> tuple[Snapshot, list[float], dict[int, int]]:
+    """One snapshot of the program from its pieces: e-classes bound to the same program node are one e-class,
+    the pieces' stand-in inputs are dropped, equal e-nodes kept once. Returns it, its e-node prices and the
+    pieces' choices (the first piece's that chose a kept e-node wins)."""
+    parent: list[int] = []
+
+    def find_root(c: int) -> int:
+        while parent[c] != c:
+            parent[c] = parent[parent[c]]
+            c = parent[c]
+        return c
+
+    bases, bound = [], {}
+    for piece in pieces:
+        bases.append(len(parent))
+        parent.extend(range(len(parent), len(parent) + piece.snap.num_classes))
+        for i, c in piece.snap.bindings.items():
+            c, program = bases[-1] + c, piece.to_program[i]
+            if program in bound:
+                parent[find_root(c)] = find_root(bound[program])
+            else:
+                bound[program] = c
+    snap, cost_of, new_class, node_index = Snapshot(), [], {}, {}
+
+    def class_id(piece_no: int, c: int) -> int:
+        root = find_root(bases[piece_no] + c)
+        if root not in new_class:
+            new_class[root] = len(snap.class_shape)
+            snap.class_shape.append(pieces[piece_no].snap.class_shape[c])
+            snap.class_dtype.append(pieces[piece_no].snap.class_dtype[c])
+        shape = pieces[piece_no].snap.class_shape[c], pieces[piece_no].snap.class_dtype[c]
+        if shape != (snap.class_shape[new_class[root]], snap.class_dtype[new_class[root]]):
+            raise EqiforgeError(f"glued e-classes disagree on shape: {shape} vs "
+                                f"{snap.class_shape[new_class[root]]}")
+        return new_class[root]
+
+    kept: dict[tuple, int] = {}
+    for p, piece in enumerate(pieces):
+        s = piece.snap
+        for n, op in enumerate(s.node_op):
+            attrs = s.node_attrs[n]
+            if op == "Input" and attrs[0].startswith((ENTRY, GLUE)):
+                continue
+            if op == "Param":
+                attrs = (piece.rename.get(attrs[0], attrs[0]),)
+            key = (op, attrs, tuple(class_id(p, k) for k in s.node_children[n]), class_id(p, s.node_class[n]))
+            if key not in kept:
+                kept[key] = len(snap.node_op)
+                snap.node_op.append(op)
+                snap.node_attrs.append(attrs)
+                snap.node_children.append(key[2])
+                snap.node_class.append(key[3])
+                cost_of.append(piece.node_cost[n])
+            node_index[(p, n)] = kept[key]
+        snap.dropped_nodes += s.dropped_nodes
+    choice: dict[int, int] = {}
+    for p, piece in enumerate(pieces):
+        for c, n in piece.choice.items():
+            c = class_id(p, c)
+            if c not in choice and (p, n) in node_index:
+                choice[c] = node_index[(p, n)]
+    snap.bindings = {i: new_class[find_root(c)] for i, c in bound.items()}
+    snap.roots = [snap.bindings[o] for o in graph.outputs]
+    if any(i not in snap.bindings for i in graph.live_nodes()):
+        raise EqiforgeError("the pieces do not cover the program")
+    return snap, cost_of, choice

@@ -1,0 +1,99 @@
+"""Repeated blocks (issue 14, LLM depth): identical layers are found in the captured graph, one is optimized,
+its plan is instantiated for every layer with that layer's weights, and the result is what the whole-graph
+path gives and what eager computes."""
+import functools
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from eqiforge import api, blocks, frontend, validate
+from eqiforge.report import StageTimer
+from test_deep_models import llama, residual_attention
+from test_end_to_end import assert_close, fresh_like
+
+
+def residual_attention_with(*activations):
+    """test_deep_models' residual attention layers, each with its own activation."""
+    def program(x, w):
+        for act in activations:
+            h = F.layer_norm(x, (16,))
+            a = torch.softmax(h @ h.mT / 4, -1) @ h
+            x = x + act(a @ w) * 0.1
+        return x
+    gen = torch.Generator().manual_seed(len(activations))
+    return program, (torch.randn(2, 8, 16, generator=gen), torch.randn(16, 16, generator=gen))
+
+
+@functools.lru_cache(maxsize=None)
+def captured(build, *args):
+    program, inputs = build(*args)
+    return program, inputs, frontend.capture(program, inputs)
+
+
+def optimized(cap, inputs, **options):
+    opts = api.Options(original_if_no_better=False, **options)  # the plan runs, not the original program
+    return api.optimize_graph(cap.graph, cap.input_names, cap.out_spec, opts, StageTimer(), examples=list(inputs))
+
+
+@pytest.mark.parametrize("build", [llama, residual_attention], ids=["llama", "residual-attention"])
+def test_k_identical_layers_are_k_blocks(build):
+    _, _, cap = captured(build, 3)
+    found, why = blocks.find(cap.graph)
+    assert found is not None, why
+    assert found.count == 3 and len({len(nodes) for nodes in found.nodes}) == 1
+    assert all(set(a).isdisjoint(b) for a in found.nodes for b in found.nodes if a is not b)
+    assert len(found.exits) == 1, "one tensor (the residual stream) passes from block to block"
+
+
+def test_one_layer_and_differing_layers_have_no_blocks():
+    for build, args in [(llama, (1,)), (residual_attention_with, (torch.relu, torch.tanh))]:
+        _, _, cap = captured(build, *args)
+        found, why = blocks.find(cap.graph)
+        assert found is None and why.startswith("no repeated blocks"), why
+
+
+def test_shared_blocks_plan_matches_eager_with_each_layers_weights():
+    program, inputs, cap = captured(llama, 3)
+    opt = optimized(cap, inputs)
+    assert opt.report.repeated_blocks.startswith("3 repeated blocks of ") and "optimized once" in opt.report.repeated_blocks
+    assert opt.report.runs == "the plan" and opt.report.validation.startswith("passed")
+    assert validate.check_encoding(opt.extraction.snapshot, cap.graph) == []
+    same_weights = llama(3)[0]
+    for layer in same_weights[1:]:
+        layer.load_state_dict(same_weights[0].state_dict())
+    with torch.no_grad():
+        for x in (inputs, fresh_like(inputs, 1), fresh_like(inputs, 2)):
+            want = program(*x)
+            assert_close(opt(*x), want)
+            # a plan that reused layer 0's weights would compute this, which is far from eager
+            assert (same_weights(*x) - want).norm() > 1e-2 * want.norm()
+
+
+@pytest.mark.parametrize("build", [llama, residual_attention], ids=["llama", "residual-attention"])
+def test_shared_blocks_plan_is_the_whole_graph_plan(build):
+    """Where the whole graph's ILP is solved to optimality (a generous time limit: on deeper graphs it stops
+    at the default limit, and the shared plan, optimal per block, is the cheaper one)."""
+    _, inputs, cap = captured(build, 2)
+    shared = optimized(cap, inputs)
+    whole = optimized(cap, inputs, share_blocks=False, extract_seconds=30.0)
+    assert shared.report.repeated_blocks.startswith("2 repeated blocks")
+    assert whole.report.repeated_blocks == "off (share_blocks=False)" and whole.report.extraction_method == "ilp"
+    assert shared.report.extraction_method == "ilp (one block), ilp (the rest)"
+    assert shared.plan.graph.op_counts() == whole.plan.graph.op_counts()
+    assert shared.plan.predicted_seconds == pytest.approx(whole.plan.predicted_seconds, rel=1e-9)
+
+
+def test_layers_outside_the_blocks_are_optimized_as_usual():
+    program, inputs, cap = captured(residual_attention_with, torch.relu, torch.relu, torch.tanh)
+    opt = optimized(cap, inputs)
+    assert opt.report.repeated_blocks.startswith("2 repeated blocks")
+    assert opt.plan.graph.op_counts()["Tanh"] == 1 and opt.plan.graph.op_counts()["Relu"] == 2
+    with torch.no_grad():
+        for x in (inputs, fresh_like(inputs, 3)):
+            assert_close(opt(*x), program(*x))
+
+
+def test_the_same_program_gives_the_same_plan():
+    _, inputs, cap = captured(residual_attention, 3)
+    assert optimized(cap, inputs).source == optimized(cap, inputs).source
