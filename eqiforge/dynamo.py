@@ -27,6 +27,7 @@ from torch._decomp import core_aten_decompositions
 from torch._dynamo.backends.common import aot_autograd
 from torch._functorch.aot_autograd import make_boxed_func
 from torch._inductor.compile_fx import compile_fx_inner
+from torch._inductor.decomposition import select_decomp_table
 from torch._subclasses.fake_tensor import unset_fake_temporarily
 from torch.fx.experimental.proxy_tensor import make_fx
 
@@ -65,9 +66,10 @@ def _fallback_compiler(fallback: str, is_backward: bool = False):
     """An AOTAutograd compiler for what EqiForge does not optimize: Inductor's, or the graph as it is."""
     def compile_graph(gm, example_inputs):
         if fallback == "inductor":
-            try:  # told which decompositions the graph has had, Inductor calls the ops it would decompose
-                return compile_fx_inner(gm, example_inputs, is_backward=is_backward,
-                                        get_decomp_fn=core_aten_decompositions)
+            try:  # decomposed again as Inductor expects (it lowers some core-ATen ops only after its own table)
+                decomposed = make_fx(gm, decomposition_table=select_decomp_table(), tracing_mode="symbolic",
+                                     _allow_non_fake_inputs=True)(*example_inputs)
+                return compile_fx_inner(decomposed, example_inputs, is_backward=is_backward)
             except Exception as err:  # noqa: BLE001 - as for EqiForge: never fail the user's compile
                 warnings.warn(f"eqiforge: Inductor failed on this graph ({type(err).__name__}: {err}); it runs "
                               f"{FALLBACKS['eager']}", stacklevel=2)

@@ -187,3 +187,37 @@ def test_training_gradients_match_eager_with_the_backward_compiled_by_inductor(m
         assert_close(g, expected)
     assert len(dynamo.REPORTS) == before + 1  # the forward went through EqiForge
     assert compiled_by_inductor == [True]  # the backward, and only it, through Inductor
+
+
+class Positions(torch.nn.Module):
+    """Learned positions of an arange over the sequence: clamp and arange in the graphs, which Inductor lowers
+    only after its own decompositions."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin, self.pos = torch.nn.Linear(16, 16), torch.nn.Embedding(32, 16)
+
+    def forward(self, x):
+        return self.lin(x + self.pos(torch.arange(x.shape[1]))).relu()
+
+
+def test_training_at_changing_lengths_compiles_every_backward_with_inductor():
+    torch.manual_seed(0)
+    model = Positions()
+    compiled = torch.compile(model, backend="eqiforge")
+    graphs = len(dynamo.SHAPE_PLANS)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for n in (4, 7, 9):
+            x = torch.randn(2, n, 16, requires_grad=True)
+            compiled(x).square().sum().backward()
+            got = [x.grad.clone()] + [p.grad.clone() for p in model.parameters()]
+            x.grad = None
+            model.zero_grad()
+            model(x).square().sum().backward()
+            for g, expected in zip(got, [x.grad] + [p.grad for p in model.parameters()]):
+                assert_close(g, expected)
+            model.zero_grad()
+    assert not [w for w in eqiforge_warnings(caught) if "Inductor failed" in w]
+    [plans] = dynamo.SHAPE_PLANS[graphs:]
+    assert sorted(key[0] for key in plans.runs) == [7, 9] and not plans.fallback_runs
