@@ -28,6 +28,7 @@ from .runtime.inductor_plan import InductorPlan, compiled_original
 from .runtime.torch_plan import TorchPlan
 
 BACKENDS = ("torch", "triton", "inductor")
+SHAPES = ("specialize", "static")
 
 
 @dataclass(frozen=True)
@@ -51,26 +52,51 @@ class Options:
     #                                     (inductor: the original compiled by Inductor)
     progress: bool = False
     share_blocks: bool = True  # identical repeated blocks (a model's layers) are optimized once (blocks.py)
+    shapes: str = "specialize"  # optimize(): a call at another input signature gets its own plan ("static": an error)
 
     def __post_init__(self):
         if self.backend not in BACKENDS:
             raise EqiforgeError(f"unknown backend {self.backend!r}; available: {list(BACKENDS)}")
+        if self.shapes not in SHAPES:
+            raise EqiforgeError(f"unknown shapes policy {self.shapes!r}; available: {list(SHAPES)}")
         if not isinstance(self.limits, sat.Limits):
             raise EqiforgeError("limits must be an eqiforge.Limits(...)")
 
 
-def optimize(fn, example_inputs, **options) -> OptimizedModule:
-    """Optimize a function or nn.Module for ``example_inputs``; returns a drop-in callable."""
+def optimize(fn, example_inputs, example_kwargs=None, **options) -> OptimizedModule:
+    """Optimize a function or nn.Module for the call ``fn(*example_inputs, **example_kwargs)``; returns a
+    drop-in callable.
+
+    Arguments are tensors, constants (int, float, bool, None, ...: traced as such) and containers of them:
+    tuples, lists, dicts and registered pytree classes, transformers caches among them (``example_kwargs=
+    {"cache": cache}`` optimizes a decoding step). Outputs are rebuilt in the program's structure (a
+    ModelOutput holding a new DynamicCache; a cache passed in is not updated in place: use the returned one).
+
+    Shapes: with ``shapes="specialize"`` (the default) a call at another signature (shapes, dtypes,
+    structure or constants) runs a plan built for it on first use, from ``fn`` with the same options, kept
+    in a bounded cache (``runtime.plan_cache``); ``opt.new_plans`` says which were built and why. With
+    ``shapes="static"`` such a call is an error.
+    """
     opts = Options(**normalise_options(options))
+    optimized = _optimize_call(fn, example_inputs, example_kwargs, opts)
+    if opts.shapes == "specialize":
+        optimized.plan_calls(optimized.call, lambda args, kwargs: _optimize_call(fn, args, kwargs, opts))
+    return optimized
+
+
+def _optimize_call(fn, args, kwargs, opts: Options) -> OptimizedModule:
+    """One plan, for the signature of the call ``fn(*args, **kwargs)``."""
     timer = StageTimer()
     with timer("capture"):
-        captured = frontend.capture(fn, example_inputs, fold_params=opts.fold_constants)
+        captured = frontend.capture(fn, args, kwargs, fold_params=opts.fold_constants)
     optimized = optimize_graph(captured.graph, captured.input_names, captured.out_spec, opts, timer,
-                               bound=captured.param_inputs, examples=list(example_inputs), title=program_title(fn),
+                               bound=captured.param_inputs, examples=list(captured.inputs), title=program_title(fn),
                                written=captured.written)
+    optimized.report.capture_fallback = captured.fallback
     why = _no_better(optimized) if opts.backend != "triton" and opts.original_if_no_better else None
     if why:
         optimized.run_original(compiled_original(fn) if opts.backend == "inductor" else fn, why)
+    optimized.plan_calls(captured.call)
     return optimized
 
 

@@ -26,6 +26,7 @@ class Report:
     validation: str = ""  # what the plan check found and what was returned (empty: not checked)
     runs: str = "the plan"  # what a call runs: the plan, or the original program (and why)
     repeated_blocks: str = ""  # "N repeated blocks of M nodes optimized once", or why not (blocks.py)
+    capture_fallback: str = ""  # why torch.export did not capture the program and which path did ("": it did)
 
     # the saturation's headline numbers, at the top level for convenience
     @property
@@ -60,7 +61,8 @@ class Report:
             compute = sum(n for op, n in ops.items() if op not in ("Input", "Param", "Fill"))
             return f"{compute} ops"
 
-        rows = [
+        rows = [("capture", self.capture_fallback)] if self.capture_fallback else []
+        rows += [
             ("rule sets", ", ".join(self.rulesets) or "(none)"),
             ("program", f"{count(self.ops_before)} -> {count(self.ops_after)}"),
             ("predicted time", f"{self.predicted_before * 1e6:.1f} us -> {self.predicted_after * 1e6:.1f} us "

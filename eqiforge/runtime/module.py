@@ -1,12 +1,17 @@
 """The drop-in replacement a user gets back from ``eqiforge.optimize``.
 
-It takes the same arguments as the original program, checks them against the shapes and dtypes the plan
-was optimized for (shapes are static per compilation: a mismatch is a clear error, not garbage), runs the
-lowered plan and rebuilds the original output structure.
+It takes the same arguments as the original program (flattened as at capture: ``frontend.capture.CallSpec``),
+checks them against the structure, shapes and dtypes the plan was optimized for, runs the lowered plan and
+rebuilds the original output structure. A call at another signature (shapes, dtypes, structure or constants)
+runs a plan built for it on first use and kept in a bounded ``PlanCache`` (:meth:`OptimizedModule.plan_calls`),
+or, with ``shapes="static"``, is a clear error. The example's own signature takes the fast path: one
+generated function checks the inputs inline and runs the plan.
 """
 from __future__ import annotations
 
 import json
+import logging
+import time
 from pathlib import Path
 
 import torch
@@ -14,7 +19,11 @@ import torch.utils._pytree as pytree
 
 from .. import ops
 from ..errors import EqiforgeError
+from ..frontend.capture import TENSOR, CallSpec, flatten_call
+from .plan_cache import DEFAULT_CAPACITY, PlanCache, signature
 from .torch_plan import compile_function
+
+log = logging.getLogger("eqiforge")
 
 
 class OptimizedModule(torch.nn.Module):
@@ -32,8 +41,15 @@ class OptimizedModule(torch.nn.Module):
         self.out_spec = out_spec
         self.plan = plan
         self.report = report
-        self._entry = self._compile_entry(self._plan_result())
+        self.call = CallSpec.positional(len(input_specs))  # how calls flatten (plan_calls sets the program's)
+        self._arity = len(input_specs)  # a call of this many positional arguments and no keywords: fast path
+        self._signature = tuple((tuple(shape), ops.DTYPES[dtype]) for _, shape, dtype in input_specs)
         self._original = None
+        self._replan = None  # (args, kwargs) -> OptimizedModule for a new signature; None: shapes="static"
+        self.plans: PlanCache | None = None  # the plans of other signatures, built on first use
+        self.new_plans: list[str] = []  # one line per plan built for another signature: which, why, how long
+        self._pending = None  # the call whose plan the PlanCache is building
+        self._entry = self._compile_entry(self._plan_result())
 
     def run_original(self, fn, why: str) -> None:
         """Calls run ``fn``, the program as the user wrote it, behind the same input check: the plan is no
@@ -42,22 +58,60 @@ class OptimizedModule(torch.nn.Module):
         if isinstance(fn, torch.nn.Module):
             self.original = fn  # a submodule: it moves with .to() and shows in state_dict()
         self._entry = self._compile_entry("original({args})")
-        self._check = self._compile_entry("None")
         self.report.runs = f"the original program ({why})"
 
+    def plan_calls(self, call: CallSpec, replan=None, capacity: int = DEFAULT_CAPACITY) -> None:
+        """Calls flatten like ``call`` (the example's); a call at another signature runs the module that
+        ``replan(args, kwargs)`` builds for it, kept in a PlanCache of ``capacity`` plans (least recently used
+        dropped), or, without ``replan``, is an error."""
+        self.call = call
+        self._arity = call.arity if call.arity is not None else -1
+        self._replan = replan
+        self.plans = PlanCache(self._build, capacity) if replan is not None else None
+
     def forward(self, *args, **kwargs):
-        if kwargs or len(args) != len(self.input_specs):  # not the flat positional tensors: flatten first
-            flat = [a for a in pytree.tree_leaves((args, kwargs)) if isinstance(a, torch.Tensor)]
-            if len(flat) != len(self.input_specs):
-                raise EqiforgeError(f"expected {len(self.input_specs)} tensor inputs, got {len(flat)}")
-            if self._original is None:
-                return self._entry(*flat)
-            self._check(*flat)
-            return self._original(*args, **kwargs)
+        if kwargs or len(args) != self._arity:  # not the example's positional tensors: flatten first
+            return self._structured(args, kwargs)
         return self._entry(*args)
 
     # a drop-in replacement is called every step: skip nn.Module's hook dispatch (it registers no hooks)
     __call__ = forward
+
+    def _structured(self, args, kwargs):
+        leaves, tree = flatten_call(args, kwargs)
+        tensors = self.call.tensors(leaves, tree)
+        if tensors is None or signature(tensors) != self._signature:
+            return self._other(args, kwargs, leaves, tree)
+        return self._entry(*tensors) if self._original is None else self._original(*args, **kwargs)
+
+    def _other(self, args, kwargs=None, leaves=None, tree=None):
+        """A call at another signature: the plan built for it (on first use), or the static-shapes error."""
+        kwargs = kwargs or {}
+        if leaves is None:
+            leaves, tree = flatten_call(args, kwargs)
+        if self.plans is None:
+            self._static_error(leaves, tree)
+        self._pending = (args, kwargs, leaves, tree)
+        try:
+            module = self.plans.get((tree, signature(leaves)))
+        finally:
+            self._pending = None
+        return module(*args, **kwargs)
+
+    def _build(self, _key) -> OptimizedModule:
+        args, kwargs, leaves, tree = self._pending
+        why = self._difference(leaves, tree)
+        start = time.perf_counter()
+        try:
+            module = self._replan(args, kwargs)
+        except EqiforgeError as err:
+            raise EqiforgeError(f"a call at another signature than the example's ({why}) needed a new plan, and "
+                                f"building it failed: {err}") from err
+        note = f"built a plan for a call at another signature than the example's ({why}) in " \
+               f"{time.perf_counter() - start:.1f} s; it runs {module.report.runs}"
+        self.new_plans.append(note)
+        log.info("eqiforge: %s", note)
+        return module
 
     def _plan_result(self) -> str:
         """What the entry returns when it runs the plan: its outputs in the original structure."""
@@ -72,7 +126,7 @@ class OptimizedModule(torch.nn.Module):
         (the plan's outputs, or the original program's), in one generated function (a per-input helper call
         and loop cost ~10 us per call on a CPU with cold caches, measured by bench/run_cpu.py)."""
         names = [f"x{i}" for i in range(len(self.input_specs))]
-        namespace = {"Tensor": torch.Tensor, "runner": self.runner, "mismatch": self._mismatch,
+        namespace = {"Tensor": torch.Tensor, "runner": self.runner, "mismatch": self._other,
                      "unflatten": pytree.tree_unflatten, "out_spec": self.out_spec,
                      "original": getattr(self, "_original", None)}
         checks = []
@@ -80,7 +134,8 @@ class OptimizedModule(torch.nn.Module):
             namespace[f"shape_{i}"], namespace[f"dtype_{i}"] = torch.Size(shape), ops.DTYPES[dtype]
             checks.append(f"isinstance({x}, Tensor) and {x}.shape == shape_{i} and {x}.dtype == dtype_{i}")
         args = ", ".join(names)
-        guard = [f"    if not ({' and '.join(checks)}):", f"        mismatch([{args}])"] if checks else []
+        guard = [f"    if not ({' and '.join(checks)}):", f"        return mismatch(({args}{',' if names else ''}))"] \
+            if checks else []
         source = "\n".join([f"def entry({args}):", *guard, f"    return {result.format(args=args)}", ""])
         return compile_function(source, "entry", namespace)
 
@@ -114,13 +169,29 @@ class OptimizedModule(torch.nn.Module):
             torch.save({"inputs": list(example_inputs), "outputs": list(outputs)}, out / "check.pt")
         return out
 
-    def _mismatch(self, flat) -> None:
-        for t, (name, shape, dtype) in zip(flat, self.input_specs):
-            if not isinstance(t, torch.Tensor):
-                raise EqiforgeError(f"input {name!r} is a {type(t).__name__}, expected a tensor {dtype}{list(shape)}")
-            if tuple(t.shape) != shape or ops.DTYPE_NAMES.get(t.dtype) != dtype:
-                raise EqiforgeError(
-                    f"input {name!r} is {ops.DTYPE_NAMES.get(t.dtype, t.dtype)}{list(t.shape)} but the plan was "
-                    f"optimized for {dtype}{list(shape)}; shapes are static per optimization: call "
-                    f"eqiforge.optimize again with example inputs of the new shape (torch.compile recompiles "
-                    f"by itself)")
+    def _static_error(self, leaves: list, tree) -> None:
+        raise EqiforgeError(f"{self._difference(leaves, tree)}; this module was optimized with shapes='static': "
+                            "call eqiforge.optimize again with example inputs like these, or optimize without it "
+                            "(a call at a new signature then gets its own plan)")
+
+    def _difference(self, leaves: list, tree) -> str:
+        """How a call flattened to ``leaves, tree`` differs from the example call, in words."""
+        n = len(self.input_specs)
+        if tree != self.call.tree:
+            got = sum(isinstance(leaf, torch.Tensor) for leaf in leaves)
+            return f"expected {n} tensor inputs, got {got}" if got != n else \
+                "the arguments are structured differently from the example inputs"
+        specs = iter(self.input_specs)
+        found = []
+        for leaf, constant in zip(leaves, self.call.constants):
+            if constant is not TENSOR:
+                if type(leaf) is not type(constant) or leaf != constant:
+                    found.append(f"an argument is {leaf!r} where the example had {constant!r}")
+                continue
+            name, shape, dtype = next(specs)
+            if not isinstance(leaf, torch.Tensor):
+                found.append(f"input {name!r} is a {type(leaf).__name__}, expected a tensor {dtype}{list(shape)}")
+            elif tuple(leaf.shape) != shape or ops.DTYPE_NAMES.get(leaf.dtype) != dtype:
+                found.append(f"input {name!r} is {ops.DTYPE_NAMES.get(leaf.dtype, leaf.dtype)}{list(leaf.shape)} "
+                             f"but the plan was optimized for {dtype}{list(shape)}")
+        return "; ".join(found[:3]) + (f" (and {len(found) - 3} more)" if len(found) > 3 else "")

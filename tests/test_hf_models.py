@@ -1,0 +1,142 @@
+"""Hugging Face models as they come (issue 14): small configs built here (random weights, no downloads), the
+raw model optimized with the default config and the cache on, checked against eager on the example input
+and on a fresh one: every output leaf (logits, each cache tensor) close, the output and cache types as
+eager's; the rebuilt cache works when passed back to the eager model; greedy decoding with the cache through
+the optimized module gives eager's tokens (each step a new signature, so a new plan)."""
+import re
+from pathlib import Path
+
+import pytest
+import torch
+import torch.utils._pytree as pytree
+
+import eqiforge
+
+transformers = pytest.importorskip("transformers")
+transformers.logging.set_verbosity_error()  # the small configs' token ids are outside the small vocabulary
+
+SEQ, BATCH, VOCAB = 12, 2, 128
+COMMON = dict(vocab_size=VOCAB, hidden_size=64, intermediate_size=128, num_hidden_layers=1, num_attention_heads=4,
+              max_position_embeddings=64)
+FAMILIES = {
+    "gpt2": lambda: transformers.GPT2LMHeadModel(transformers.GPT2Config(
+        n_layer=1, n_embd=64, n_head=4, vocab_size=VOCAB, n_positions=64)),  # SDPA attention, the default
+    "llama": lambda: transformers.LlamaForCausalLM(transformers.LlamaConfig(**COMMON, num_key_value_heads=2)),
+    "mistral": lambda: transformers.MistralForCausalLM(transformers.MistralConfig(**COMMON, num_key_value_heads=2)),
+    "qwen2": lambda: transformers.Qwen2ForCausalLM(transformers.Qwen2Config(**COMMON, num_key_value_heads=2)),
+    "phi3": lambda: transformers.Phi3ForCausalLM(transformers.Phi3Config(**COMMON, num_key_value_heads=2,
+                                                                         pad_token_id=0)),
+    "opt": lambda: transformers.OPTForCausalLM(transformers.OPTConfig(
+        vocab_size=VOCAB, hidden_size=64, ffn_dim=128, num_hidden_layers=1, num_attention_heads=4,
+        max_position_embeddings=64, word_embed_proj_dim=64)),
+    "gpt_neox": lambda: transformers.GPTNeoXForCausalLM(transformers.GPTNeoXConfig(**COMMON)),
+    "bart": lambda: transformers.BartForConditionalGeneration(transformers.BartConfig(
+        vocab_size=VOCAB, d_model=64, encoder_layers=1, decoder_layers=1, encoder_attention_heads=4,
+        decoder_attention_heads=4, encoder_ffn_dim=128, decoder_ffn_dim=128, max_position_embeddings=64)),
+}
+
+
+def ids(seed: int, length: int = SEQ) -> torch.Tensor:
+    return torch.randint(0, VOCAB, (BATCH, length), generator=torch.Generator().manual_seed(seed))
+
+
+def call_inputs(family: str, seed: int) -> tuple[tuple, dict]:
+    """(args, kwargs) of a forward call: token ids, and for the seq2seq model the decoder's too."""
+    return (ids(seed),), ({"decoder_input_ids": ids(seed + 100, SEQ // 2)} if family == "bart" else {})
+
+
+def assert_outputs_close(got, want):
+    """Same structure (output class, cache class and layout) and every tensor leaf close."""
+    assert type(got) is type(want) and pytree.tree_structure(got) == pytree.tree_structure(want)
+    cache = getattr(want, "cache", None)
+    assert cache is not None and type(got.cache) is type(cache)
+    leaves = pytree.tree_leaves(want)
+    assert len(leaves) > 1 and any(t.abs().sum() > 0 for t in leaves)
+    for g, w in zip(pytree.tree_leaves(got), leaves):
+        assert g.shape == w.shape and g.dtype == w.dtype
+        torch.testing.assert_close(g, w, rtol=1e-4, atol=1e-5)
+
+
+_OPTIMIZED: dict = {}
+
+
+def optimized(family: str):
+    """(model, optimized module) for a family, optimized once for the whole file."""
+    if family not in _OPTIMIZED:
+        torch.manual_seed(0)
+        model = FAMILIES[family]().eval()
+        args, kwargs = call_inputs(family, 0)
+        _OPTIMIZED[family] = model, eqiforge.optimize(model, args, kwargs)
+    return _OPTIMIZED[family]
+
+
+@pytest.mark.parametrize("family", list(FAMILIES))
+def test_family_as_it_comes_matches_eager_on_the_example_and_a_fresh_input(family):
+    model, opt = optimized(family)
+    assert opt.report.runs == "the plan" and opt.report.ops_after.get("MatMul", 0) > 0
+    plans = len(opt.new_plans)
+    with torch.no_grad():
+        for seed in (0, 1):
+            args, kwargs = call_inputs(family, seed)
+            out = opt(*args, **kwargs)
+            assert_outputs_close(out, model(*args, **kwargs))
+    assert len(opt.new_plans) == plans  # the fresh input has the example's signature: the example's plan ran
+
+
+def test_gpt2_with_sdpa_at_batch_2_is_captured_by_the_fallback_path():
+    _, opt = optimized("gpt2")
+    assert opt.report.capture_fallback.startswith(
+        "torch.export could not decompose it to core ATen (run_decompositions): ValueError: Cannot view a tensor")
+    assert opt.report.capture_fallback.endswith("captured by AOTAutograd (aot_export_module)")
+    assert "capture" in opt.report.summary()
+
+
+def test_llama_keeps_grouped_query_attention_and_its_cache_passes_back_to_eager():
+    model, opt = optimized("llama")
+    assert model.config.num_key_value_heads < model.config.num_attention_heads
+    with torch.no_grad():
+        args, _ = call_inputs("llama", 1)
+        out, ref = opt(*args), model(*args)
+        assert [layer.keys.shape[1] for layer in out.cache.layers] == [2]  # key/value heads, as eager's
+        assert out.cache.get_seq_length() == ref.cache.get_seq_length() == SEQ
+        step = ids(7, 1)
+        torch.testing.assert_close(model(step, cache=out.cache).logits, model(step, cache=ref.cache).logits,
+                                   rtol=1e-4, atol=1e-5)
+
+
+def greedy(step, prompt: torch.Tensor, tokens: int = 8) -> torch.Tensor:
+    """``tokens`` greedy tokens after ``prompt``: the prompt once, then one token at a time with the cache."""
+    out, chosen = step(prompt), []
+    while True:
+        chosen.append(out.logits[:, -1:].argmax(-1))
+        if len(chosen) == tokens:
+            return torch.cat(chosen, 1)
+        out = step(chosen[-1], cache=out.cache)
+
+
+@pytest.mark.parametrize("family", ["gpt2", "llama"])
+def test_greedy_decoding_with_the_cache_gives_eagers_tokens(family):
+    model, opt = optimized(family)
+    prompt, plans = ids(3), len(opt.new_plans)
+    with torch.no_grad():
+        want = greedy(model, prompt)
+        got = greedy(opt, prompt)
+    assert torch.equal(got, want)
+    # each decoding step had a longer cache: a signature of its own, so a plan of its own
+    new = opt.new_plans[plans:]
+    assert len(new) == 7 and all("(expected 1 tensor inputs, got 3)" in n and "it runs" in n for n in new)
+    assert opt.plans.builds == plans + 7
+
+
+def test_readme_example_of_structured_inputs_runs():
+    """The README's Hugging Face example, with a small Llama."""
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    section = readme[readme.index("### Structured inputs"):]
+    block = re.search(r"```python\n(.*?)```", section, re.S).group(1)
+    config = transformers.LlamaConfig(**COMMON, num_key_value_heads=2)
+    namespace = {"eqiforge": eqiforge, "transformers": transformers, "config": config, "input_ids": ids(5),
+                 "next_ids": ids(6, 1)}
+    with torch.no_grad():
+        exec(compile(block, "README.md", "exec"), namespace)
+        model = namespace["model"]
+        assert_outputs_close(namespace["step"], model(ids(6, 1), cache=model(ids(5)).cache))

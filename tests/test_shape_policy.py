@@ -1,0 +1,77 @@
+"""optimize()'s module at changing shapes (runtime/module.py, runtime/plan_cache.py): a call at a new
+signature runs a plan built for it, kept in a bounded cache, said in ``new_plans``; the example's
+signature takes the generated fast path; ``shapes="static"`` keeps the strict errors."""
+import pytest
+import torch
+
+import eqiforge
+from eqiforge.errors import EqiforgeError
+from eqiforge.runtime import module as runtime_module
+from eqiforge.runtime.plan_cache import DEFAULT_CAPACITY
+
+
+def program(x, w):
+    return torch.relu(x @ w) @ w.t() + 1.0
+
+
+def check_close(opt, *args, **kwargs):
+    with torch.no_grad():
+        torch.testing.assert_close(opt(*args, **kwargs), program(*args, **kwargs), rtol=1e-5, atol=1e-5)
+
+
+def test_a_new_shape_gets_its_own_plan_once_and_the_example_keeps_the_fast_path(monkeypatch):
+    x, w = torch.randn(4, 8), torch.randn(8, 6)
+    opt = eqiforge.optimize(program, (x, w))
+    check_close(opt, torch.randn(5, 8), w)
+    assert opt.new_plans == [opt.new_plans[0]] and opt.new_plans[0].startswith(
+        "built a plan for a call at another signature than the example's (input 'x' is float32[5, 8] but the plan "
+        "was optimized for float32[4, 8]) in ")
+    check_close(opt, torch.randn(5, 8), w)  # the same signature again: the cached plan
+    check_close(opt, torch.randn(5, 8).double(), w.double())  # a dtype is part of the signature
+    assert len(opt.new_plans) == 2 and opt.plans.builds == 2 and len(opt.plans) == 2
+    monkeypatch.setattr(runtime_module, "flatten_call", None)  # the example's signature never flattens
+    check_close(opt, torch.randn(4, 8), w)
+
+
+def test_the_plan_cache_is_bounded():
+    opt = eqiforge.optimize(lambda x: x * 2.0 + 1.0, (torch.randn(1, 3),))
+    for rows in range(2, DEFAULT_CAPACITY + 3):
+        x = torch.randn(rows, 3)
+        torch.testing.assert_close(opt(x), x * 2.0 + 1.0)
+    assert len(opt.plans) == DEFAULT_CAPACITY and opt.plans.evictions == 1
+    assert opt.plans.keys()[0][1] == (((3, 3), torch.float32),)  # (2, 3), the least recently used, went first
+
+
+def test_keywords_and_constants_are_part_of_the_signature():
+    def scaled(x, *, scale=1.0, shift=None):
+        return x * scale + (0.0 if shift is None else shift)
+    x = torch.randn(3, 4)
+    opt = eqiforge.optimize(scaled, (x,), {"scale": 2.0})
+    torch.testing.assert_close(opt(x, scale=2.0), x * 2.0)
+    torch.testing.assert_close(opt(x, scale=3.0), x * 3.0)  # another constant: traced again
+    shift = torch.randn(4)
+    torch.testing.assert_close(opt(x, scale=2.0, shift=shift), x * 2.0 + shift)  # another structure
+    assert len(opt.new_plans) == 2
+    assert "an argument is 3.0 where the example had 2.0" in opt.new_plans[0]
+    assert "expected 1 tensor inputs, got 2" in opt.new_plans[1]
+
+
+def test_static_shapes_keep_the_strict_errors():
+    x, w = torch.randn(4, 8), torch.randn(8, 6)
+    opt = eqiforge.optimize(program, (x, w), shapes="static")
+    with pytest.raises(EqiforgeError, match=r"input 'x' is float32\[5, 8\] but the plan was optimized for "
+                                            r"float32\[4, 8\]; this module was optimized with shapes='static'"):
+        opt(torch.randn(5, 8), w)
+    with pytest.raises(EqiforgeError, match="expected 2 tensor inputs, got 1"):
+        opt(x, w=None)
+    assert opt.plans is None and opt.new_plans == []
+    with pytest.raises(EqiforgeError, match="unknown shapes policy 'dynamic'"):
+        eqiforge.optimize(program, (x, w), shapes="dynamic")
+
+
+def test_a_new_signature_that_cannot_be_captured_says_so():
+    opt = eqiforge.optimize(program, (torch.randn(4, 8), torch.randn(8, 6)))
+    with pytest.raises(EqiforgeError, match=r"(?s)another signature than the example's \(input 'w' is "
+                                            r"float32\[7, 6\].*needed a new plan, and building it failed: "
+                                            r"EqiForge could not capture program"):
+        opt(torch.randn(4, 8), torch.randn(7, 6))
