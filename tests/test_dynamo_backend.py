@@ -97,6 +97,18 @@ def test_changing_sequence_lengths_run_a_plan_per_shape():
         f"the plan for the dynamic inputs' signature {(n, ((2, n, 32), torch.float32))}" for n in lengths[1:]]
 
 
+def test_dynamic_true_specialises_from_the_first_call():
+    model = mlp().eval()
+    compiled = torch.compile(model, backend="eqiforge", dynamic=True, options={"fallback": "eager"})
+    graphs = len(dynamo.SHAPE_PLANS)
+    with torch.no_grad():
+        for n in (4, 6):
+            x = torch.randn(n, 16)
+            assert_close(compiled(x), model(x))
+    [plans] = dynamo.SHAPE_PLANS[graphs:]
+    assert dict(plans.runs) == {(n, ((n, 16), torch.float32)): 1 for n in (4, 6)}
+
+
 def test_shapes_past_max_shapes_run_the_fallback():
     model = mlp().eval()
     compiled = torch.compile(model, backend="eqiforge", options={"max_shapes": 1, "fallback": "eager"})
