@@ -615,6 +615,17 @@ def _flattened_batch_product(rng):
     return b.out(b.op("Reshape", flat, attrs=[(n, h, m, c)])), ["reshape"]
 
 
+@case("transpose-of-flattened-batch")
+def _flattened_batch_transpose(rng):
+    """K^T of a bmm over flattened heads: the product of two flattened 4-d operands, reshaped back."""
+    b = B(rng)
+    n, h, m, k = 2, b.dim(1, 3), b.dim(), b.dim()
+    q, key = b.x("q", n, h, m, k), b.x("k", n, h, m, k)
+    kt = b.op("Permute", b.op("Reshape", key, attrs=[(n * h, m, k)]), attrs=[(0, 2, 1)])
+    flat = b.op("MatMul", b.op("Reshape", q, attrs=[(n * h, m, k)]), kt)
+    return b.out(b.op("Reshape", flat, attrs=[(n, h, m, m)])), ["reshape", "transpose"]
+
+
 @case("attention-guarded-rows", "attention-unguarded-product")
 def _sdpa_guard(rng):
     b = B(rng)

@@ -114,6 +114,39 @@ def test_t5_relative_position_bias_reaches_the_attention_node():
     assert len(attention_nodes(opt)) == 1
 
 
+def test_attention_over_flattened_heads_with_a_tensor_scale_is_one_node():
+    """DeBERTa's spelling: bmm over [batch * heads, s, d] with K transposed after flattening, divided by
+    sqrt(torch.tensor(d)) (a one-element constant, folded to a Fill at capture), masked with finfo.min."""
+    def fn(q, k, v, m):
+        n, h, s, d = q.shape
+        scale = torch.sqrt(torch.tensor(d, dtype=torch.float32) * 1)
+        scores = torch.bmm(q.reshape(n * h, s, d), k.reshape(n * h, s, d).transpose(-1, -2) / scale)
+        scores = scores.view(n, h, s, s).masked_fill(~m, torch.finfo(torch.float32).min)
+        return torch.softmax(scores, -1) @ v
+    q, k, v = qkv()
+    m = torch.rand(B, 1, 1, S, generator=torch.Generator().manual_seed(2)) > 0.3
+    for backend in ("torch", "triton"):
+        opt = eqiforge.optimize(fn, (q, k, v, m), backend=backend, original_if_no_better=False)
+        with torch.no_grad():
+            assert_close(opt(q, k, v, m), fn(q, k, v, m))
+        (node,) = attention_nodes(opt)
+        assert not leftover_softmax_or_products(opt) and node.attrs[1] == pytest.approx(SCALE)
+
+
+def test_deberta_attention_reaches_the_attention_node():
+    transformers = pytest.importorskip("transformers")
+    cfg = transformers.DebertaV2Config(vocab_size=128, hidden_size=64, num_hidden_layers=1, num_attention_heads=4,
+                                       intermediate_size=128, max_position_embeddings=64)
+    torch.manual_seed(0)
+    model = transformers.DebertaV2Model(cfg).eval()
+    ids = torch.randint(0, 128, (2, 16))
+    opt = eqiforge.optimize(model, (ids,), original_if_no_better=False)
+    with torch.no_grad():
+        fresh = torch.randint(0, 128, (2, 16))
+        assert_close(opt(fresh)[0], model(fresh)[0])
+    assert len(attention_nodes(opt)) == 1
+
+
 def test_soft_capped_scores_stay_a_softmax_and_the_report_says_why():
     """Gemma 2 caps its scores with tanh before the softmax: no attention kernel takes that, so the plan keeps
     softmax and product (still right) and the report names the op in the way."""

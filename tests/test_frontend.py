@@ -263,6 +263,17 @@ def test_strided_slices_are_views(index):
     assert "Extern" not in cap.graph.op_counts()
 
 
+def test_arithmetic_on_one_element_constants_is_a_fill():
+    """sqrt(torch.tensor(16.0)) (a lifted one-element constant) is a Fill of 4.0 the rules can match; a
+    one-element parameter read with the input is evaluated the same way, never at the broadcast shape."""
+    def f(x):
+        return x / torch.sqrt(torch.tensor(16.0) * 1) + torch.tensor([2.0]).exp()
+    cap = check(f, torch.randn(3, 5))
+    live = [cap.graph.nodes[i] for i in cap.graph.live_nodes()]
+    assert "Param" not in {n.op for n in live} and "Sqrt" not in {n.op for n in live}
+    assert sorted(n.attrs[0] for n in live if n.op == "Fill") == pytest.approx([4.0, math.exp(2.0)])
+
+
 def test_empty_tensors_and_int_bitwise_ops_stay_externs():
     def f(x):
         return torch.cat([x, x[:, :0]], 1) * 2, (x.int() & 3).float() + x

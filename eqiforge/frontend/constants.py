@@ -1,4 +1,4 @@
-"""Evaluate the program's constant PyTorch calls once, at capture.
+"""Evaluate the program's constant PyTorch calls, and its arithmetic on one-element constants, once, at capture.
 
 A mask built from ``torch.ones``/``triu``/``arange`` (a causal mask, SDPA's ``is_causal``) reaches the IR as
 extern calls on constants; evaluated here they become constant tensors that the algebra can reason
@@ -10,7 +10,12 @@ from __future__ import annotations
 
 import torch
 
+from .. import ops
 from ..ir import Graph, run_node
+
+#: ops that give one value from one value per operand: on uniform operands (a Fill, a one-element tensor
+#: broadcast) their result is uniform too
+UNIFORM = frozenset({"unary", "binary", "compare", "where", "cast"})
 
 
 def fold_constant_externs(graph: Graph) -> Graph:
@@ -52,4 +57,38 @@ def fold_constant_externs(graph: Graph) -> Graph:
     out.outputs = [remap[o] for o in graph.outputs]
     out.externs = {k: v for k, v in out.externs.items()
                    if any(n.op == "Extern" and n.attrs[0] == k for n in out.nodes)}
+    return _scalar_constants_as_fills(out)
+
+
+def _scalar_constants_as_fills(graph: Graph) -> Graph:
+    """``graph`` where arithmetic on one-element constant tensors (a lifted ``torch.tensor(16.0)``, with Fills
+    and broadcasts) is a Fill of its value: DeBERTa's scale ``sqrt(torch.tensor(d))`` is then a constant the
+    rules can match (an attention scale), not an opaque tensor. Evaluated on one element, never at the
+    shape it is broadcast to."""
+    scalar: dict[int, torch.Tensor] = {}  # node -> its one value (0-d), for uniform constants
+    reads_param: set[int] = set()
+    for i, n in enumerate(graph.nodes):
+        if n.op == "Fill":
+            scalar[i] = torch.tensor(n.attrs[0], dtype=ops.DTYPES[n.dtype])
+        elif n.op == "Param" and graph.params[n.attrs[0]].numel() == 1:
+            scalar[i] = graph.params[n.attrs[0]].reshape(())
+            reads_param.add(i)
+        elif n.inputs and all(j in scalar for j in n.inputs) and (
+                n.op in ("Reshape", "Expand") or ops.get(n.op).kind in UNIFORM):
+            values = [scalar[j] for j in n.inputs]
+            scalar[i] = values[0] if n.op in ("Reshape", "Expand") else run_node(graph, n, values, {})
+            if any(j in reads_param for j in n.inputs):
+                reads_param.add(i)
+    if not reads_param:
+        return graph
+    out = Graph(externs=dict(graph.externs))
+    remap: dict[int, int] = {}
+    for i, n in enumerate(graph.nodes):
+        if i in reads_param and n.op != "Param":
+            remap[i] = out.fill(scalar[i].item(), n.shape, n.dtype)
+        elif n.op == "Param":
+            remap[i] = out.param(n.attrs[0], graph.params[n.attrs[0]])
+        else:
+            remap[i] = out.add(n.op, tuple(remap[j] for j in n.inputs), n.attrs, shape=n.shape, dtype=n.dtype)
+    out.outputs = [remap[o] for o in graph.outputs]
     return out
