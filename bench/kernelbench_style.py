@@ -2,7 +2,7 @@
 
 The kind of program KernelBench collects, written here for EqiForge: single composites at realistic sizes
 (softmax, norms, activations, logsumexp, cumsum), GEMMs with epilogue chains, norms, losses, small
-attention and MLP blocks, conv blocks whose convolutions and pools are externs, and a few plain externs.
+attention and MLP blocks, conv blocks (ResNet-18's stem and stages among them), and a few plain externs.
 None of them has an algebraic rewrite a person would write by hand, so every program's hand rewrite is the
 program itself (``algebraic_win=False``) and the yardstick is eager PyTorch: EqiForge should be no more than
 5% slower than eager on any of them (issue 12's acceptance).
@@ -331,7 +331,7 @@ class PreNormMLP(nn.Module):
         return x + self.fc2(F.gelu(self.fc1(self.ln(x)), approximate="tanh"))
 
 
-# --- conv blocks with externs (convolutions and pools run in PyTorch) ---
+# --- conv blocks (convolutions, pools and eval batch norms are IR ops; other norms decompose) ---
 
 class ConvReLUBatchNorm(nn.Module):
     """Conv2d 3x3, ReLU, BatchNorm2d (eval: running statistics)."""
@@ -390,6 +390,41 @@ class ConvPoolClassifier(nn.Module):
 
     def forward(self, x):
         return self.fc(F.adaptive_avg_pool2d(torch.relu(self.conv(x)), 1).flatten(1))
+
+
+def _conv_bn(c_in: int, c_out: int, kernel: int, stride: int = 1) -> list[nn.Module]:
+    bn = nn.BatchNorm2d(c_out)
+    with torch.no_grad():  # trained-looking statistics: folding them must matter
+        bn.running_mean.copy_(0.1 * torch.randn(c_out))
+        bn.running_var.copy_(0.5 + torch.rand(c_out))
+        bn.weight.copy_(1.0 + 0.1 * torch.randn(c_out))
+        bn.bias.copy_(0.1 * torch.randn(c_out))
+    return [nn.Conv2d(c_in, c_out, kernel, stride, kernel // 2, bias=False), bn]
+
+
+class BasicBlock(nn.Module):
+    """ResNet-18's block: conv-bn-relu-conv-bn plus the shortcut (a strided 1x1 conv-bn where it downsamples)."""
+
+    def __init__(self, c_in: int, c_out: int, stride: int = 1):
+        super().__init__()
+        self.body = nn.Sequential(*_conv_bn(c_in, c_out, 3, stride), nn.ReLU(), *_conv_bn(c_out, c_out, 3))
+        self.downsample = nn.Sequential(*_conv_bn(c_in, c_out, 1, stride)) if stride != 1 or c_in != c_out else None
+
+    def forward(self, x):
+        return torch.relu(self.body(x) + (x if self.downsample is None else self.downsample(x)))
+
+
+class ResNetStem(nn.Module):
+    """ResNet-18's stem and first two stages (conv 7x7/2, bn, relu, max-pool, two blocks, a downsampling
+    block and one more), batch norm in eval mode."""
+
+    def __init__(self, c=16):
+        super().__init__()
+        self.net = nn.Sequential(*_conv_bn(3, c, 7, 2), nn.ReLU(), nn.MaxPool2d(3, 2, 1), BasicBlock(c, c),
+                                 BasicBlock(c, c), BasicBlock(c, 2 * c, 2), BasicBlock(2 * c, 2 * c))
+
+    def forward(self, x):
+        return self.net(x)
 
 
 class BatchNormReLU(nn.Module):
@@ -524,11 +559,12 @@ ENTRIES: list[Entry] = [
     _mod("swiglu_mlp", SwiGLU, ({"d": 512, "hidden": 1024}, [(256, 512)]), ({"d": 32, "hidden": 64}, [(16, 32)])),
     _mod("prenorm_mlp", PreNormMLP, ({"d": 256, "hidden": 1024}, [(2, 128, 256)]),
          ({"d": 32, "hidden": 64}, [(2, 8, 32)])),
-    # conv blocks with externs
+    # conv blocks
     _mod("conv_relu_batchnorm", ConvReLUBatchNorm, *_CONV),
     _mod("conv_bias_tanh", ConvBiasTanh, *_CONV),
     _mod("conv_gelu_maxpool", ConvGELUMaxPool, *_CONV),
     _mod("conv_groupnorm_silu", ConvGroupNormSiLU, *_CONV),
+    _mod("resnet_stem_stages", ResNetStem, ({"c": 64}, [(4, 3, 112, 112)]), ({"c": 4}, [(1, 3, 16, 16)])),
     _mod("conv_pool_classifier", ConvPoolClassifier, ({"c_in": 16, "c_out": 64}, [(8, 16, 64, 64)]),
          ({"c_in": 4, "c_out": 8, "classes": 10}, [(2, 4, 8, 8)])),
     # plain externs
