@@ -473,6 +473,16 @@ def test_pytree_inputs_keywords_and_constants():
     assert cap.call.tensors(*flatten_call(args, {**kwargs, "square": False})) is None  # another constant
 
 
+def test_capture_does_not_import_transformers():
+    """transformers is optional: its pytrees are registered only where it is already imported."""
+    import subprocess
+    import sys
+    code = ("import sys, torch; from eqiforge.frontend import capture; capture(lambda x: x * 2, (torch.randn(3),)); "
+            "print('transformers' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stdout.strip() == "False", done.stderr[-2000:]
+
+
 def test_an_output_eqiforge_cannot_see_into_is_a_clear_error():
     class Box:
         def __init__(self, t):

@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 
 import torch
 import torch.fx as fx
+from torch._functorch.aot_autograd import aot_export_module
 from torch._subclasses.fake_tensor import DataDependentOutputException, DynamicOutputShapeException
 from torch.export.graph_signature import InputKind
 from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
@@ -208,8 +209,11 @@ def _register_transformers_pytrees(module: torch.nn.Module, example) -> None:
     imported and the program holds one of its models or the call one of its objects."""
     if "transformers" not in sys.modules:
         return
-    from transformers import PreTrainedModel
-    from transformers.exporters.exporter_dynamo import register_cache_pytrees_for_model
+    try:
+        from transformers import PreTrainedModel
+        from transformers.exporters.exporter_dynamo import register_cache_pytrees_for_model
+    except ImportError:  # a transformers without them: a cache in the outputs is then _Flat's clear error
+        return
     owners = {type(m): m for m in module.modules() if isinstance(m, PreTrainedModel)}
     owners.update({type(leaf): leaf for leaf in pytree.tree_leaves(example)
                    if type(leaf).__module__.startswith("transformers.")})
@@ -428,7 +432,6 @@ def _by_export(flat: _Flat, inputs: tuple, _failures) -> _Traced:
 
 
 def _by_aot(flat: _Flat, inputs: tuple, failures) -> _Traced:
-    from torch._functorch.aot_autograd import aot_export_module
     path = "AOTAutograd (aot_export_module)"
     with torch.no_grad():  # inference: no joint graph, outputs need no grad
         gm, signature = _run_stage(path, "trace the program", lambda: aot_export_module(
