@@ -74,13 +74,14 @@ def optimize(fn, example_inputs, example_kwargs=None, **options) -> OptimizedMod
 
     Shapes: with ``shapes="specialize"`` (the default) a call at another signature (shapes, dtypes,
     structure or constants) runs a plan built for it on first use, from ``fn`` with the same options, kept
-    in a bounded cache (``runtime.plan_cache``); ``opt.new_plans`` says which were built and why. With
-    ``shapes="static"`` such a call is an error.
+    in a ``runtime.plan_cache.PlanCache``, for up to its capacity of signatures; later ones, and one whose
+    plan cannot be built, run ``fn`` itself, with a warning. ``opt.shape_log`` says what was built, why and
+    how long it took. With ``shapes="static"`` such a call is an error.
     """
     opts = Options(**normalise_options(options))
     optimized = _optimize_call(fn, example_inputs, example_kwargs, opts)
     if opts.shapes == "specialize":
-        optimized.plan_calls(optimized.call, lambda args, kwargs: _optimize_call(fn, args, kwargs, opts))
+        optimized.plan_calls(optimized.call, lambda args, kwargs: _optimize_call(fn, args, kwargs, opts), fn)
     return optimized
 
 

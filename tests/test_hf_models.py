@@ -74,13 +74,13 @@ def optimized(family: str):
 def test_family_as_it_comes_matches_eager_on_the_example_and_a_fresh_input(family):
     model, opt = optimized(family)
     assert opt.report.runs == "the plan" and opt.report.ops_after.get("MatMul", 0) > 0
-    plans = len(opt.new_plans)
+    plans = len(opt.shape_log)
     with torch.no_grad():
         for seed in (0, 1):
             args, kwargs = call_inputs(family, seed)
             out = opt(*args, **kwargs)
             assert_outputs_close(out, model(*args, **kwargs))
-    assert len(opt.new_plans) == plans  # the fresh input has the example's signature: the example's plan ran
+    assert len(opt.shape_log) == plans  # the fresh input has the example's signature: the example's plan ran
 
 
 def test_gpt2_with_sdpa_at_batch_2_is_captured_by_the_fallback_path():
@@ -117,13 +117,13 @@ def greedy(step, prompt: torch.Tensor, tokens: int = 8) -> torch.Tensor:
 @pytest.mark.parametrize("family", ["gpt2", "llama"])
 def test_greedy_decoding_with_the_cache_gives_eagers_tokens(family):
     model, opt = optimized(family)
-    prompt, plans = ids(3), len(opt.new_plans)
+    prompt, plans = ids(3), len(opt.shape_log)
     with torch.no_grad():
         want = greedy(model, prompt)
         got = greedy(opt, prompt)
     assert torch.equal(got, want)
     # each decoding step had a longer cache: a signature of its own, so a plan of its own
-    new = opt.new_plans[plans:]
+    new = opt.shape_log[plans:]
     assert len(new) == 7 and all("(expected 1 tensor inputs, got 3)" in n and "it runs" in n for n in new)
     assert opt.plans.builds == plans + 7
 

@@ -1,5 +1,5 @@
 """optimize()'s module at changing shapes (runtime/module.py, runtime/plan_cache.py): a call at a new
-signature runs a plan built for it, kept in a bounded cache, said in ``new_plans``; the example's
+signature runs a plan built for it, kept in a bounded cache, said in ``shape_log``; the example's
 signature takes the generated fast path; ``shapes="static"`` keeps the strict errors."""
 import pytest
 import torch
@@ -23,23 +23,35 @@ def test_a_new_shape_gets_its_own_plan_once_and_the_example_keeps_the_fast_path(
     x, w = torch.randn(4, 8), torch.randn(8, 6)
     opt = eqiforge.optimize(program, (x, w))
     check_close(opt, torch.randn(5, 8), w)
-    assert opt.new_plans == [opt.new_plans[0]] and opt.new_plans[0].startswith(
+    assert opt.shape_log == [opt.shape_log[0]] and opt.shape_log[0].startswith(
         "built a plan for a call at another signature than the example's (input 'x' is float32[5, 8] but the plan "
         "was optimized for float32[4, 8]) in ")
     check_close(opt, torch.randn(5, 8), w)  # the same signature again: the cached plan
     check_close(opt, torch.randn(5, 8).double(), w.double())  # a dtype is part of the signature
-    assert len(opt.new_plans) == 2 and opt.plans.builds == 2 and len(opt.plans) == 2
+    assert len(opt.shape_log) == 2 and opt.plans.builds == 2 and len(opt.plans) == 2
     monkeypatch.setattr(runtime_module, "flatten_call", None)  # the example's signature never flattens
     check_close(opt, torch.randn(4, 8), w)
 
 
-def test_the_plan_cache_is_bounded():
-    opt = eqiforge.optimize(lambda x: x * 2.0 + 1.0, (torch.randn(1, 3),))
-    for rows in range(2, DEFAULT_CAPACITY + 3):
+def test_past_the_caches_capacity_new_signatures_run_the_original_program():
+    calls = []
+
+    def double(x):
+        calls.append(tuple(x.shape))
+        return x * 2.0 + 1.0
+    opt = eqiforge.optimize(double, (torch.randn(1, 3),), original_if_no_better=False)
+    for rows in range(2, DEFAULT_CAPACITY + 2):
         x = torch.randn(rows, 3)
         torch.testing.assert_close(opt(x), x * 2.0 + 1.0)
-    assert len(opt.plans) == DEFAULT_CAPACITY and opt.plans.evictions == 1
-    assert opt.plans.keys()[0][1] == (((3, 3), torch.float32),)  # (2, 3), the least recently used, went first
+    assert opt.plans.builds == len(opt.plans) == DEFAULT_CAPACITY and opt.plans.evictions == 0
+    calls.clear()
+    with pytest.warns(UserWarning, match=f"past the {DEFAULT_CAPACITY} signatures this module builds plans for"):
+        for rows in (20, 21, 20):
+            x = torch.randn(rows, 3)
+            torch.testing.assert_close(opt(x), x * 2.0 + 1.0)
+    assert calls == [(20, 3), (21, 3), (20, 3)]  # the original program ran
+    torch.testing.assert_close(opt(torch.ones(2, 3)), torch.full((2, 3), 3.0))  # a cached plan still runs
+    assert calls == [(20, 3), (21, 3), (20, 3)] and len(opt.shape_log) == DEFAULT_CAPACITY + 1
 
 
 def test_keywords_and_constants_are_part_of_the_signature():
@@ -51,9 +63,9 @@ def test_keywords_and_constants_are_part_of_the_signature():
     torch.testing.assert_close(opt(x, scale=3.0), x * 3.0)  # another constant: traced again
     shift = torch.randn(4)
     torch.testing.assert_close(opt(x, scale=2.0, shift=shift), x * 2.0 + shift)  # another structure
-    assert len(opt.new_plans) == 2
-    assert "an argument is 3.0 where the example had 2.0" in opt.new_plans[0]
-    assert "expected 1 tensor inputs, got 2" in opt.new_plans[1]
+    assert len(opt.shape_log) == 2
+    assert "an argument is 3.0 where the example had 2.0" in opt.shape_log[0]
+    assert "expected 1 tensor inputs, got 2" in opt.shape_log[1]
 
 
 def test_static_shapes_keep_the_strict_errors():
@@ -64,14 +76,19 @@ def test_static_shapes_keep_the_strict_errors():
         opt(torch.randn(5, 8), w)
     with pytest.raises(EqiforgeError, match="expected 2 tensor inputs, got 1"):
         opt(x, w=None)
-    assert opt.plans is None and opt.new_plans == []
+    assert opt.plans is None and opt.shape_log == []
     with pytest.raises(EqiforgeError, match="unknown shapes policy 'dynamic'"):
         eqiforge.optimize(program, (x, w), shapes="dynamic")
 
 
-def test_a_new_signature_that_cannot_be_captured_says_so():
-    opt = eqiforge.optimize(program, (torch.randn(4, 8), torch.randn(8, 6)))
-    with pytest.raises(EqiforgeError, match=r"(?s)another signature than the example's \(input 'w' is "
-                                            r"float32\[7, 6\].*needed a new plan, and building it failed: "
-                                            r"EqiForge could not capture program"):
-        opt(torch.randn(4, 8), torch.randn(7, 6))
+def test_a_new_signature_eqiforge_cannot_capture_runs_the_original_program_and_says_why():
+    def positives(x):
+        return x * 2.0 if x.shape[0] > 3 else x[x > 0].sum() * x  # a data-dependent shape at small sizes
+    opt = eqiforge.optimize(positives, (torch.randn(4, 3),))
+    x = torch.randn(2, 3)
+    with pytest.warns(UserWarning, match=r"(?s)no plan for a call at another signature than the example's \(input "
+                                         r"'x' is float32\[2, 3\].*data-dependent.*it runs the original program"):
+        torch.testing.assert_close(opt(x), positives(x))
+    assert len(opt.shape_log) == 1 and opt.plans.builds == 0
+    torch.testing.assert_close(opt(x), positives(x))  # known: no second attempt, no second warning
+    assert len(opt.shape_log) == 1

@@ -3,15 +3,17 @@
 It takes the same arguments as the original program (flattened as at capture: ``frontend.capture.CallSpec``),
 checks them against the structure, shapes and dtypes the plan was optimized for, runs the lowered plan and
 rebuilds the original output structure. A call at another signature (shapes, dtypes, structure or constants)
-runs a plan built for it on first use and kept in a bounded ``PlanCache`` (:meth:`OptimizedModule.plan_calls`),
-or, with ``shapes="static"``, is a clear error. The example's own signature takes the fast path: one
-generated function checks the inputs inline and runs the plan.
+runs a plan built for it on first use and kept in a ``PlanCache``, for up to its capacity of signatures (later
+ones run the original program, as the torch.compile backend's later shapes run its fallback), or, with
+``shapes="static"``, is a clear error (:meth:`OptimizedModule.plan_calls`). The example's own signature takes
+the fast path: one generated function checks the inputs inline and runs the plan.
 """
 from __future__ import annotations
 
 import json
 import logging
 import time
+import warnings
 from pathlib import Path
 
 import torch
@@ -46,8 +48,11 @@ class OptimizedModule(torch.nn.Module):
         self._signature = tuple((tuple(shape), ops.DTYPES[dtype]) for _, shape, dtype in input_specs)
         self._original = None
         self._replan = None  # (args, kwargs) -> OptimizedModule for a new signature; None: shapes="static"
+        self._original_program = None  # what runs a new signature that gets no plan
         self.plans: PlanCache | None = None  # the plans of other signatures, built on first use
-        self.new_plans: list[str] = []  # one line per plan built for another signature: which, why, how long
+        self.shape_log: list[str] = []  # per new signature: the plan built (why, how long), or why none was
+        self._unplanned: dict = {}  # signatures whose plan could not be built: why
+        self._past_capacity = False  # a new signature came after the cache's capacity of plans was built
         self._pending = None  # the call whose plan the PlanCache is building
         self._entry = self._compile_entry(self._plan_result())
 
@@ -60,13 +65,14 @@ class OptimizedModule(torch.nn.Module):
         self._entry = self._compile_entry("original({args})")
         self.report.runs = f"the original program ({why})"
 
-    def plan_calls(self, call: CallSpec, replan=None, capacity: int = DEFAULT_CAPACITY) -> None:
-        """Calls flatten like ``call`` (the example's); a call at another signature runs the module that
-        ``replan(args, kwargs)`` builds for it, kept in a PlanCache of ``capacity`` plans (least recently used
-        dropped), or, without ``replan``, is an error."""
+    def plan_calls(self, call: CallSpec, replan=None, original=None, capacity: int = DEFAULT_CAPACITY) -> None:
+        """Calls flatten like ``call`` (the example's). With ``replan``, a call at another signature runs the
+        module ``replan(args, kwargs)`` builds for it, kept in a PlanCache, for up to ``capacity`` signatures;
+        later ones, and one whose plan cannot be built, run ``original`` (warned once, in ``shape_log``).
+        Without it such a call is an error."""
         self.call = call
         self._arity = call.arity if call.arity is not None else -1
-        self._replan = replan
+        self._replan, self._original_program = replan, original
         self.plans = PlanCache(self._build, capacity) if replan is not None else None
 
     def forward(self, *args, **kwargs):
@@ -85,33 +91,45 @@ class OptimizedModule(torch.nn.Module):
         return self._entry(*tensors) if self._original is None else self._original(*args, **kwargs)
 
     def _other(self, args, kwargs=None, leaves=None, tree=None):
-        """A call at another signature: the plan built for it (on first use), or the static-shapes error."""
+        """A call at another signature: the plan built for it on first use (up to the cache's capacity), else
+        the original program; with shapes="static", an error."""
         kwargs = kwargs or {}
         if leaves is None:
             leaves, tree = flatten_call(args, kwargs)
         if self.plans is None:
             self._static_error(leaves, tree)
-        self._pending = (args, kwargs, leaves, tree)
+        key = (tree, signature(leaves))
+        if key in self.plans.keys():
+            return self.plans.get(key)(*args, **kwargs)
+        if key in self._unplanned or self.plans.builds >= self.plans.capacity:
+            if key not in self._unplanned and not self._past_capacity:  # said once, for all later signatures
+                self._past_capacity = True
+                self._note(f"past the {self.plans.capacity} signatures this module builds plans for: calls at "
+                           "other new signatures run the original program", warn=True)
+            return self._original_program(*args, **kwargs)
+        why, start = self._difference(leaves, tree), time.perf_counter()
+        self._pending = (args, kwargs)
         try:
-            module = self.plans.get((tree, signature(leaves)))
+            module = self.plans.get(key)
+        except Exception as err:  # noqa: BLE001 - a call the original program takes must not fail for EqiForge
+            self._unplanned[key] = str(err)
+            self._note(f"no plan for a call at another signature than the example's ({why}): {err}; it runs the "
+                       "original program", warn=True)
+            return self._original_program(*args, **kwargs)
         finally:
             self._pending = None
+        self._note(f"built a plan for a call at another signature than the example's ({why}) in "
+                   f"{time.perf_counter() - start:.1f} s; it runs {module.report.runs}")
         return module(*args, **kwargs)
 
     def _build(self, _key) -> OptimizedModule:
-        args, kwargs, leaves, tree = self._pending
-        why = self._difference(leaves, tree)
-        start = time.perf_counter()
-        try:
-            module = self._replan(args, kwargs)
-        except EqiforgeError as err:
-            raise EqiforgeError(f"a call at another signature than the example's ({why}) needed a new plan, and "
-                                f"building it failed: {err}") from err
-        note = f"built a plan for a call at another signature than the example's ({why}) in " \
-               f"{time.perf_counter() - start:.1f} s; it runs {module.report.runs}"
-        self.new_plans.append(note)
+        return self._replan(*self._pending)
+
+    def _note(self, note: str, warn: bool = False) -> None:
+        self.shape_log.append(note)
         log.info("eqiforge: %s", note)
-        return module
+        if warn:
+            warnings.warn(f"eqiforge: {note}", stacklevel=3)
 
     def _plan_result(self) -> str:
         """What the entry returns when it runs the plan: its outputs in the original structure."""
