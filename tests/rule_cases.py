@@ -164,6 +164,13 @@ def _reshaped_elementwise(rng):
     return b.out(b.op("Add", ra, rb), b.op("Mul", ra, rb), b.op("Mul", ra, b.fill(0.25, ra))), ["reshape"]
 
 
+@case("reshape-into-add")
+def _reshaped_sum(rng):
+    b = B(rng)
+    m, n = b.dim(), b.dim()
+    return b.out(b.op("Reshape", b.op("Add", b.x("a", m * n), b.x("b", m * n)), attrs=[(m, n)])), ["reshape"]
+
+
 # ------------------------------------------------------------------------------------------ distributive
 @case("mul-factor-right", "mul-factor-left")
 def _common_factor(rng):
@@ -593,6 +600,18 @@ def _attention_full_bias(rng):
     s = b.op("MatMul", q, kt)
     bias = b.x("bias", *scores_shape)
     forms = [b.op("Add", s, bias), b.op("Add", b.op("Mul", s, b.fill(0.3, s)), bias)]
+    return b.out(*[b.op("MatMul", _softmax_last(b, x), v) for x in forms]), ["composite", "attention"]
+
+
+@case("scores-first", "scaled-scores-first", "scores-one-bias", "scaled-scores-one-bias")
+def _attention_two_biases(rng):
+    """Bloom's spelling: bias + (scaled) q k^T (baddbmm's order), then a second bias (the causal mask)."""
+    b = B(rng)
+    q, kt, v, scores_shape = _attention_inputs(b, (2,))
+    s = b.op("MatMul", q, kt)
+    alibi = b.op("Expand", b.x("alibi", 2, 1, scores_shape[-1]), attrs=[scores_shape])
+    mask = b.x("mask", *scores_shape)
+    forms = [b.op("Add", b.op("Add", alibi, x), mask) for x in (s, b.op("Mul", s, b.fill(0.3, s)))]
     return b.out(*[b.op("MatMul", _softmax_last(b, x), v) for x in forms]), ["composite", "attention"]
 
 

@@ -147,6 +147,20 @@ def test_deberta_attention_reaches_the_attention_node():
     assert len(attention_nodes(opt)) == 1
 
 
+def test_bloom_alibi_attention_reaches_the_attention_node():
+    """Bloom adds ALiBi inside baddbmm (bias first, over flattened heads), then the causal mask: one bias."""
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    model = transformers.BloomForCausalLM(transformers.BloomConfig(vocab_size=128, hidden_size=64, n_layer=1,
+                                                                   n_head=4)).eval()
+    ids = torch.randint(0, 128, (2, 12))
+    opt = eqiforge.optimize(model, (ids,), original_if_no_better=False)
+    with torch.no_grad():
+        fresh = torch.randint(0, 128, (2, 12))
+        assert_close(opt(fresh).logits, model(fresh).logits)
+    assert len(attention_nodes(opt)) == 1
+
+
 def test_soft_capped_scores_stay_a_softmax_and_the_report_says_why():
     """Gemma 2 caps its scores with tanh before the softmax: no attention kernel takes that, so the plan keeps
     softmax and product (still right) and the report names the op in the way."""
