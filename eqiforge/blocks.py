@@ -52,6 +52,15 @@ class Blocks:
     def count(self) -> int:
         return len(self.nodes)
 
+    @property
+    def covered(self) -> int:
+        return sum(map(len, self.nodes))
+
+    @property
+    def crossing(self) -> int:
+        """Tensors a block boundary cuts: what a block reads from outside and what others read from it."""
+        return len(self.entries[0]) + len(self.exits)
+
 
 @dataclass
 class Shared:
@@ -64,32 +73,72 @@ class Shared:
 # ------------------------------------------------------------------------------------------ detection
 
 def find(graph: Graph) -> tuple[Blocks | None, str]:
-    """The repeated blocks of ``graph`` and a note, or None and why there are none."""
-    live = graph.live_nodes()
-    data = _data_nodes(graph, live)
-    order = [i for i in live if data[i] and graph.nodes[i].op != "Input"]
-    sig, const_sig = _signatures(graph, live, data)
-    found = _longest_period(np.array([sig[i] for i in order], dtype=np.int64))
-    if found is None:
-        return None, "no repeated blocks: no layer structure repeats"
-    start, period, count = found
-    candidate = [order[start + k * period: start + (k + 1) * period] for k in range(count)]
-    blocks, why = _check(graph, live, data, candidate, const_sig)
-    if blocks is None:
-        return None, f"no repeated blocks: {count} candidate blocks of {period} nodes are not identical ({why})"
-    return blocks, ""
+    """The repeated blocks of ``graph`` and a note, or None and why there are none.
+
+    Two orders of the compute nodes are tried. By depth (the longest path from an input) first: a value
+    computed once before the layers but hash-consed into the first one where it is first read (a shared
+    rotary table's view) comes before the layers there. Then program order, with the values every block of
+    the first answer reads from before the blocks (and what they are computed from) moved to the front:
+    program order keeps each layer's first nodes together. The exact answer covering the most nodes wins."""
+    program = _Program(graph)
+    found, why = program.detect(sorted(program.compute, key=program.depth.get))
+    shared = program.shared_before(found) if found else set()
+    again, why_again = program.detect(sorted(shared) + [i for i in program.compute if i not in shared])
+    if again and (not found or again.covered >= found.covered):
+        found = again
+    return (found, "") if found else (None, f"no repeated blocks: {why_again or why}")
 
 
-def _data_nodes(graph: Graph, live: list[int]) -> dict[int, bool]:
-    """Which live nodes depend on an input (externs count as such: they are never treated as constants)."""
-    data: dict[int, bool] = {}
-    for i in live:
-        n = graph.nodes[i]
-        data[i] = n.op in ("Input", "Extern") or any(data[j] for j in n.inputs)
-    return data
+class _Program:
+    """What detection reads from the graph: which live nodes depend on an input (externs count as such:
+    they are never treated as constants), their structural signatures, depths and readers."""
+
+    def __init__(self, graph: Graph):
+        self.graph, self.live = graph, graph.live_nodes()
+        self.data: dict[int, bool] = {}
+        self.depth: dict[int, tuple[int, int]] = {}
+        self.readers: dict[int, set[int]] = {}
+        for i in self.live:
+            n = graph.nodes[i]
+            self.data[i] = n.op in ("Input", "Extern") or any(self.data[j] for j in n.inputs)
+            self.depth[i] = (max((self.depth[j][0] + 1 for j in n.inputs if self.data[j]), default=0), i)
+            for j in n.inputs:
+                self.readers.setdefault(j, set()).add(i)
+        self.compute = [i for i in self.live if self.data[i] and graph.nodes[i].op != "Input"]
+        self.sig = _signatures(graph, self.live, self.data)
+        self.const_sig = {i: s for i, s in self.sig.items() if not self.data[i]}
+
+    def detect(self, order: list[int]) -> tuple[Blocks | None, str]:
+        """The exact blocks of the longest periodic run of ``order``, at the phase (where in the run the
+        first block starts) that cuts the fewest tensors (a layer boundary), or None and why."""
+        found = _longest_period(np.array([self.sig[i] for i in order], dtype=np.int64))
+        if found is None:
+            return None, "no layer structure repeats"
+        start, period, count, slack = found
+        best, first_why = None, ""
+        for phase in range(min(slack, period - 1) + 1):
+            at = start + phase
+            blocks, why = _check(self, [order[at + k * period: at + (k + 1) * period] for k in range(count)])
+            first_why = first_why or why
+            if blocks and (best is None or blocks.crossing < best.crossing):
+                best = blocks
+        if best is None:
+            return None, f"{count} candidate blocks of {period} nodes are not identical ({first_why})"
+        return best, ""
+
+    def shared_before(self, blocks: Blocks) -> set[int]:
+        """Compute nodes every block reads from before the blocks, and the compute nodes they read."""
+        shared = [j for e, j in enumerate(blocks.entries[0]) if all(entries[e] == j for entries in blocks.entries)]
+        found, stack = set(), [j for j in shared if self.graph.nodes[j].op != "Input"]
+        while stack:
+            j = stack.pop()
+            if j not in found:
+                found.add(j)
+                stack.extend(k for k in self.graph.nodes[j].inputs if self.data[k] and self.graph.nodes[k].op != "Input")
+        return found
 
 
-def _signatures(graph: Graph, live: list[int], data: dict[int, bool]) -> tuple[dict[int, int], dict[int, int]]:
+def _signatures(graph: Graph, live: list[int], data: dict[int, bool]) -> dict[int, int]:
     """Interned structural signatures: a constant's covers its whole sub-expression (a Param by shape and
     dtype only), a compute node's its own op, attributes, shape, dtype, facts and its operands' kinds
     (any value of the program, or which constant)."""
@@ -101,26 +150,31 @@ def _signatures(graph: Graph, live: list[int], data: dict[int, bool]) -> tuple[d
         operands = tuple(-1 if data[j] else sig[j] for j in n.inputs)
         key = (n.op, attrs, n.shape, n.dtype, graph.facts.get(i, ()), operands)
         sig[i] = table.setdefault(key, len(table))
-    return sig, {i: s for i, s in sig.items() if not data[i]}
+    return sig
 
 
-def _longest_period(seq: np.ndarray) -> tuple[int, int, int] | None:
-    """(start, period, count) of the run of count >= 2 equal periods covering the most of ``seq`` (ties: the
-    shortest period, then the earliest start), or None."""
-    best, n = None, len(seq)
-    for period in range(MIN_BLOCK_NODES, n // 2 + 1):
+def _longest_period(seq: np.ndarray) -> tuple[int, int, int, int] | None:
+    """(start, period, count, slack) of the run of count >= 2 equal periods covering the most of ``seq``
+    (ties: the shortest period, then the earliest start; slack: how much longer than count periods the run
+    is, so how much later the first block could start), or None."""
+    best = None
+    for period in range(MIN_BLOCK_NODES, len(seq) // 2 + 1):
         same = np.concatenate(([0], (seq[:-period] == seq[period:]).astype(np.int8), [0]))
         edges = np.flatnonzero(np.diff(same))
-        for begin, end in zip(edges[::2], edges[1::2]):
-            count = (end - begin + period) // period
-            if count >= 2 and (best is None or count * period > best[0]):
-                best = (count * period, int(begin), period, int(count))
+        begins, ends = edges[::2], edges[1::2]
+        if not len(begins):
+            continue
+        counts = (ends - begins + period) // period
+        k = int(np.argmax(counts))  # the first of the longest runs
+        if counts[k] >= 2 and (best is None or counts[k] * period > best[0]):
+            slack = int(ends[k] - begins[k]) + period - int(counts[k]) * period
+            best = (int(counts[k]) * period, int(begins[k]), period, int(counts[k]), slack)
     return None if best is None else best[1:]
 
 
-def _check(graph, live, data, candidate: list[list[int]], const_sig) -> tuple[Blocks | None, str]:
+def _check(program: _Program, candidate: list[list[int]]) -> tuple[Blocks | None, str]:
     """Blocks when the candidate is exact (see the module docstring), else None and the first difference."""
-    period, count = len(candidate[0]), len(candidate)
+    graph, data, count = program.graph, program.data, len(candidate)
     where = {i: (k, t) for k, nodes in enumerate(candidate) for t, i in enumerate(nodes)}
     slots: dict[tuple, int] = {}  # ("prev", position) or ("ext", node) -> entry slot
     uses: dict[tuple[int, int], int] = {}
@@ -135,10 +189,10 @@ def _check(graph, live, data, candidate: list[list[int]], const_sig) -> tuple[Bl
                     desc.append(("in", where[j][1]))
                 elif j in where and where[j][0] == k - 1:
                     desc.append(("prev", where[j][1]))
-                elif j not in where and (graph.nodes[j].op == "Input" or j < candidate[0][0]):
+                elif j not in where:  # an input or a value computed before the blocks (order is topological)
                     desc.append(("ext", j))
                 else:
-                    return None, f"block {k} reads node {j} of block {where[j][0] if j in where else '?'}"
+                    return None, f"block {k} reads node {j} of block {where[j][0]}"
         described.append(desc)
     reference = described[1]
     entries: list[list[int]] = [[] for _ in range(count)]
@@ -162,16 +216,13 @@ def _check(graph, live, data, candidate: list[list[int]], const_sig) -> tuple[Bl
                     return None, f"block {k} position {t} reads {got}, block 1 reads {want}"
     mapping = []
     for k in range(count):
-        m, why = _correspond(graph, candidate[0], candidate[k], const_sig)
+        m, why = _correspond(graph, candidate[0], candidate[k], program.const_sig)
         if m is None:
             return None, f"block {k}: {why}"
         mapping.append(m)
-    readers: dict[int, set[int]] = {}
-    for i in live:
-        for j in graph.nodes[i].inputs:
-            readers.setdefault(j, set()).add(i)
+    outputs = set(graph.outputs)
     exits = sorted({t for k, nodes in enumerate(candidate) for t, i in enumerate(nodes)
-                    if i in graph.outputs or any(where.get(r, (None,))[0] != k for r in readers.get(i, ()))})
+                    if i in outputs or any(where.get(r, (None,))[0] != k for r in program.readers.get(i, ()))})
     return Blocks(candidate, entries, exits, uses, mapping), ""
 
 
