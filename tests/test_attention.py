@@ -100,20 +100,6 @@ def test_masked_attention_spellings_are_one_attention_node(variant, backend):
     assert len(attention_nodes(opt)) == 1 and not leftover_softmax_or_products(opt)
 
 
-def test_t5_relative_position_bias_reaches_the_attention_node():
-    transformers = pytest.importorskip("transformers")
-    cfg = transformers.T5Config(vocab_size=128, d_model=64, d_kv=16, d_ff=128, num_layers=1, num_heads=4,
-                                dropout_rate=0.0)
-    torch.manual_seed(0)
-    model = transformers.T5EncoderModel(cfg).eval()
-    ids = torch.randint(0, 128, (2, 16))
-    opt = eqiforge.optimize(model, (ids,), original_if_no_better=False)
-    with torch.no_grad():
-        fresh = torch.randint(0, 128, (2, 16))
-        assert_close(opt(fresh)[0], model(fresh)[0])
-    assert len(attention_nodes(opt)) == 1
-
-
 def test_attention_over_flattened_heads_with_a_tensor_scale_is_one_node():
     """DeBERTa's spelling: bmm over [batch * heads, s, d] with K transposed after flattening, divided by
     sqrt(torch.tensor(d)) (a one-element constant, folded to a Fill at capture), masked with finfo.min."""
@@ -133,31 +119,29 @@ def test_attention_over_flattened_heads_with_a_tensor_scale_is_one_node():
         assert not leftover_softmax_or_products(opt) and node.attrs[1] == pytest.approx(SCALE)
 
 
-def test_deberta_attention_reaches_the_attention_node():
-    transformers = pytest.importorskip("transformers")
-    cfg = transformers.DebertaV2Config(vocab_size=128, hidden_size=64, num_hidden_layers=1, num_attention_heads=4,
-                                       intermediate_size=128, max_position_embeddings=64)
-    torch.manual_seed(0)
-    model = transformers.DebertaV2Model(cfg).eval()
-    ids = torch.randint(0, 128, (2, 16))
-    opt = eqiforge.optimize(model, (ids,), original_if_no_better=False)
-    with torch.no_grad():
-        fresh = torch.randint(0, 128, (2, 16))
-        assert_close(opt(fresh)[0], model(fresh)[0])
-    assert len(attention_nodes(opt)) == 1
+#: Hugging Face attention spellings (small configs, random weights): T5's relative position bias, DeBERTa's bmm
+#: over flattened heads scaled by sqrt(torch.tensor(d)) and masked with finfo.min, Bloom's ALiBi added inside
+#: baddbmm (bias first, over flattened heads) and then the causal mask
+HF_ATTENTION = {
+    "t5": ("T5EncoderModel", "T5Config", dict(d_model=64, d_kv=16, d_ff=128, num_layers=1, num_heads=4,
+                                              dropout_rate=0.0)),
+    "deberta_v2": ("DebertaV2Model", "DebertaV2Config", dict(hidden_size=64, num_hidden_layers=1,
+                                                             num_attention_heads=4, intermediate_size=128,
+                                                             max_position_embeddings=64)),
+    "bloom": ("BloomForCausalLM", "BloomConfig", dict(hidden_size=64, n_layer=1, n_head=4)),
+}
 
 
-def test_bloom_alibi_attention_reaches_the_attention_node():
-    """Bloom adds ALiBi inside baddbmm (bias first, over flattened heads), then the causal mask: one bias."""
+@pytest.mark.parametrize("family", sorted(HF_ATTENTION))
+def test_hugging_face_attention_spellings_reach_the_attention_node(family):
     transformers = pytest.importorskip("transformers")
+    model_class, config_class, config = HF_ATTENTION[family]
     torch.manual_seed(0)
-    model = transformers.BloomForCausalLM(transformers.BloomConfig(vocab_size=128, hidden_size=64, n_layer=1,
-                                                                   n_head=4)).eval()
-    ids = torch.randint(0, 128, (2, 12))
-    opt = eqiforge.optimize(model, (ids,), original_if_no_better=False)
+    model = getattr(transformers, model_class)(getattr(transformers, config_class)(vocab_size=128, **config)).eval()
+    opt = eqiforge.optimize(model, (torch.randint(0, 128, (2, 12)),), original_if_no_better=False)
     with torch.no_grad():
         fresh = torch.randint(0, 128, (2, 12))
-        assert_close(opt(fresh).logits, model(fresh).logits)
+        assert_close(opt(fresh)[0], model(fresh)[0])
     assert len(attention_nodes(opt)) == 1
 
 
