@@ -2,11 +2,12 @@
 
 An LLM is K copies of one layer with different weights. ``find`` looks for them in the captured graph: every
 node gets a structural signature that ignores which parameter a Param leaf is (its shape and dtype count, and
-constants' values and facts), the compute nodes that read the program's inputs are listed in program order,
-and the longest run of K >= 2 equal periods of that list is taken as K blocks. The candidate is then checked
-exactly: each block reads only itself, the block before it (the residual stream, any number of tensors)
-and values from before the first block, all in the same places, and its parameters correspond one to one
-with the first block's. Anything else (the embedding, the final norm, the head) is the *rest*.
+constants' values and facts), the compute nodes that read the program's inputs are listed in order (see
+``find``), and the longest run of K >= 2 equal periods of that list is taken as K blocks. The candidate is
+then checked exactly: each block reads only itself, the block before it (the residual stream, any number of
+tensors) and values from before the first block (shared ones, or its own: weights passed as inputs), all in
+the same places, and its parameters correspond one to one with the first block's. Anything else (the
+embedding, the final norm, the head) is the *rest*.
 
 ``optimize_once`` saturates and extracts the first block as a graph of its own (inputs: what it reads from
 outside, outputs: what others read from it) and the rest as another, then glues the e-graphs into one
@@ -180,7 +181,7 @@ def _check(program: _Program, candidate: list[list[int]]) -> tuple[Blocks | None
     uses: dict[tuple[int, int], int] = {}
     described = []
     for k, nodes in enumerate(candidate):
-        desc = []
+        desc, outside = [], {}
         for t, i in enumerate(nodes):
             for x, j in enumerate(graph.nodes[i].inputs):
                 if not data[j]:
@@ -189,8 +190,8 @@ def _check(program: _Program, candidate: list[list[int]]) -> tuple[Blocks | None
                     desc.append(("in", where[j][1]))
                 elif j in where and where[j][0] == k - 1:
                     desc.append(("prev", where[j][1]))
-                elif j not in where:  # an input or a value computed before the blocks (order is topological)
-                    desc.append(("ext", j))
+                elif j not in where:  # an input or a value computed before the blocks (order is topological);
+                    desc.append(("ext", outside.setdefault(j, len(outside))))  # numbered in order of reading
                 else:
                     return None, f"block {k} reads node {j} of block {where[j][0]}"
         described.append(desc)
@@ -202,8 +203,8 @@ def _check(program: _Program, candidate: list[list[int]]) -> tuple[Blocks | None
             for x, j in enumerate(graph.nodes[i].inputs):
                 want, got = reference[flat], desc[flat]
                 flat += 1
-                if want[0] in ("prev", "ext"):
-                    if want != got and not (k == 0 and want[0] == "prev" and got[0] == "ext"):
+                if want[0] in ("prev", "ext"):  # block 0 reads from before the blocks what the others read
+                    if want != got and not (k == 0 and got[0] == "ext"):  # from the block before them
                         return None, f"block {k} position {t} reads {got}, block 1 reads {want}"
                     slot = slots.setdefault(want, len(slots))
                     if len(entries[k]) == slot:
@@ -293,7 +294,7 @@ def rest_graph(graph: Graph, blocks: Blocks) -> tuple[Graph, dict[int, int]]:
     """Everything outside the blocks: reads of a block's node are inputs, what the blocks read from before
     them are extra outputs. Returns the graph and its node ids -> the original nodes."""
     inside = {i: (k, t) for k, nodes in enumerate(blocks.nodes) for t, i in enumerate(nodes)}
-    wanted = list(graph.outputs) + [j for j in blocks.entries[0] if j not in inside]
+    wanted = list(graph.outputs) + sorted({j for entries in blocks.entries for j in entries if j not in inside})
     needed, stack = set(), list(wanted)
     while stack:
         i = stack.pop()

@@ -84,10 +84,23 @@ def test_shared_blocks_plan_is_the_whole_graph_plan(build):
     assert shared.plan.predicted_seconds == pytest.approx(whole.plan.predicted_seconds, rel=1e-9)
 
 
+def test_weights_passed_as_inputs_are_each_blocks_own():
+    """Unfolded weights (graph inputs, as live weights are): each block reads its own from outside."""
+    program, inputs, _ = captured(llama, 3)
+    cap = frontend.capture(program, inputs, fold_params=False)
+    opts = api.Options(original_if_no_better=False, fold_constants=False)
+    opt = api.optimize_graph(cap.graph, cap.input_names, cap.out_spec, opts, StageTimer(), bound=cap.param_inputs,
+                             examples=list(inputs))
+    assert opt.report.repeated_blocks.startswith("3 repeated blocks") and opt.report.validation.startswith("passed")
+    with torch.no_grad():
+        for x in (inputs, fresh_like(inputs, 4)):
+            assert_close(opt(*x), program(*x))
+
+
 def test_layers_outside_the_blocks_are_optimized_as_usual():
     program, inputs, cap = captured(residual_attention_with, torch.relu, torch.relu, torch.tanh)
     opt = optimized(cap, inputs)
-    assert opt.report.repeated_blocks.startswith("2 repeated blocks")
+    assert opt.report.repeated_blocks.startswith("2 repeated blocks") and opt.report.validation.startswith("passed")
     assert opt.plan.graph.op_counts()["Tanh"] == 1 and opt.plan.graph.op_counts()["Relu"] == 2
     with torch.no_grad():
         for x in (inputs, fresh_like(inputs, 3)):
