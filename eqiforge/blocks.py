@@ -30,7 +30,7 @@ from .egraph.report import SaturationReport
 from .egraph.snapshot import Snapshot
 from .errors import EqiforgeError
 from .extract import extract
-from .extract.dag import Selection, select
+from .extract.dag import select
 from .ir import Graph
 
 MIN_BLOCK_NODES = 12  # smaller repeats (a chain of Adds) gain nothing and would cut fusion across them
@@ -40,8 +40,8 @@ ENTRY, GLUE = "eqiforge_entry", "eqiforge_block"  # names of the pieces' stand-i
 @dataclass
 class Blocks:
     """K identical blocks: ``nodes[k]`` are block k's compute nodes in block order (position t of every
-    block is the same computation), ``mapping[k]`` maps every node of block 0 (compute nodes, the constants
-    they read, its entries) to block k's counterpart."""
+    block is the same computation), ``mapping[k]`` maps every node of block 0 (compute nodes and the
+    constants they read) to block k's counterpart."""
 
     nodes: list[list[int]]
     entries: list[list[int]]  # entries[k][e]: the node block k reads in entry slot e
@@ -135,7 +135,8 @@ class _Program:
             j = stack.pop()
             if j not in found:
                 found.add(j)
-                stack.extend(k for k in self.graph.nodes[j].inputs if self.data[k] and self.graph.nodes[k].op != "Input")
+                stack.extend(k for k in self.graph.nodes[j].inputs
+                             if self.data[k] and self.graph.nodes[k].op != "Input")
         return found
 
 
@@ -259,16 +260,14 @@ def block_graph(graph: Graph, blocks: Blocks) -> tuple[Graph, dict[int, int], di
     """Block 0 as a graph of its own: its entry slots are inputs, its exits outputs. Returns the graph, its
     node ids -> block 0's nodes, and its input nodes -> their entry slots. Nodes are added in program
     order, which rules that combine siblings in program order read."""
-    out = Graph(externs=graph.externs)
+    out = Graph(externs=dict(graph.externs))
     first, members = blocks.nodes[0], set(blocks.nodes[0])
-    items = sorted(blocks.mapping[0])
+    pos = {i: t for t, i in enumerate(first)}
     entry_node: dict[int, int] = {}  # slot -> input node of the piece
     made: dict[int, int] = {}
     back: dict[int, int] = {}
-    pos = {i: t for t, i in enumerate(first)}
-    slots_before = sorted(range(len(blocks.entries[0])), key=lambda e: (blocks.entries[0][e], e))
-    pending = list(slots_before)
-    for i in items:
+    pending = sorted(range(len(blocks.entries[0])), key=lambda e: (blocks.entries[0][e], e))  # slots, in order
+    for i in sorted(blocks.mapping[0]):
         while pending and blocks.entries[0][pending[0]] < i:
             e = pending.pop(0)
             node = graph.nodes[blocks.entries[0][e]]
@@ -302,7 +301,7 @@ def rest_graph(graph: Graph, blocks: Blocks) -> tuple[Graph, dict[int, int]]:
             needed.add(i)
             if i not in inside:
                 stack.extend(graph.nodes[i].inputs)
-    out = Graph(externs=graph.externs)
+    out = Graph(externs=dict(graph.externs))
     made: dict[int, int] = {}
     for i in sorted(needed):
         n = graph.nodes[i]
@@ -339,8 +338,8 @@ def optimize_once(graph: Graph, schedule, model, opts, timer, on_step=None) -> S
     try:
         block, block_back, entry_slot = block_graph(graph, blocks)
         rest, rest_back = rest_graph(graph, blocks)
-        (bsnap, bsat, bcost, bsel), (rsnap, _, rcost, rsel) = (
-            _optimize_piece(g, schedule, model, opts, timer, on_step) for g in (block, rest))
+        bsnap, bsat, bcost, bsel = _optimize_piece(block, schedule, model, opts, timer, on_step)
+        rsnap, _, rcost, rsel = _optimize_piece(rest, schedule, model, opts, timer, on_step)
         pieces = [_Piece(rsnap, rcost, rsel.choice, rest_back)]
         for k in range(blocks.count):
             to_program = {b: blocks.mapping[k][i] for b, i in block_back.items()}
@@ -353,8 +352,9 @@ def optimize_once(graph: Graph, schedule, model, opts, timer, on_step=None) -> S
             snap, node_cost, choice = glue(pieces, graph)
             selection = select(snap, node_cost, choice, snap.roots, f"{bsel.method} (one block), {rsel.method} "
                                f"(the rest)", started)
-    except (EqiforgeError, ValueError) as err:
-        return Shared(f"{blocks.count} repeated blocks found but not shared ({err}); the whole graph was optimized")
+    except Exception as err:  # noqa: BLE001 - whatever failed, the whole graph is optimized instead (the note says why)
+        return Shared(f"{blocks.count} repeated blocks found but not shared ({type(err).__name__}: {err}); the "
+                      f"whole graph was optimized")
     size = sum(1 for n in block.nodes if n.op not in ("Input", "Param", "Fill"))
     note = f"{blocks.count} repeated blocks of {size} nodes optimized once"
     return Shared(note, (snap, bsat, node_cost, selection))
