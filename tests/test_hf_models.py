@@ -33,6 +33,28 @@ FAMILIES = {
     "bart": lambda: transformers.BartForConditionalGeneration(transformers.BartConfig(
         vocab_size=VOCAB, d_model=64, encoder_layers=1, decoder_layers=1, encoder_attention_heads=4,
         decoder_attention_heads=4, encoder_ffn_dim=128, decoder_ffn_dim=128, max_position_embeddings=64)),
+    "qwen3": lambda: transformers.Qwen3ForCausalLM(transformers.Qwen3Config(**COMMON, num_key_value_heads=2,
+                                                                            head_dim=16)),
+    "gemma": lambda: transformers.GemmaForCausalLM(transformers.GemmaConfig(**COMMON, num_key_value_heads=2,
+                                                                            head_dim=16)),
+    "gemma2": lambda: transformers.Gemma2ForCausalLM(transformers.Gemma2Config(**COMMON, num_key_value_heads=2,
+                                                                               head_dim=16)),
+    "gemma3": lambda: transformers.Gemma3ForCausalLM(transformers.Gemma3TextConfig(**COMMON, num_key_value_heads=2,
+                                                                                   head_dim=16)),
+    "phi": lambda: transformers.PhiForCausalLM(transformers.PhiConfig(**COMMON)),
+    "falcon": lambda: transformers.FalconForCausalLM(transformers.FalconConfig(
+        vocab_size=VOCAB, hidden_size=64, num_hidden_layers=1, num_attention_heads=4)),
+    "bloom": lambda: transformers.BloomForCausalLM(transformers.BloomConfig(vocab_size=VOCAB, hidden_size=64,
+                                                                            n_layer=1, n_head=4)),
+    "gpt_bigcode": lambda: transformers.GPTBigCodeForCausalLM(transformers.GPTBigCodeConfig(
+        vocab_size=VOCAB, n_embd=64, n_layer=1, n_head=4, n_positions=64)),
+    "gptj": lambda: transformers.GPTJForCausalLM(transformers.GPTJConfig(
+        vocab_size=VOCAB, n_embd=64, n_layer=1, n_head=4, rotary_dim=8, n_positions=64)),  # x[..., ::2] rotary
+    "mixtral": lambda: transformers.MixtralForCausalLM(transformers.MixtralConfig(
+        **COMMON, num_key_value_heads=2, num_local_experts=4, num_experts_per_tok=2)),
+    "qwen2_moe": lambda: transformers.Qwen2MoeForCausalLM(transformers.Qwen2MoeConfig(
+        **COMMON, num_key_value_heads=2, num_experts=4, num_experts_per_tok=2, moe_intermediate_size=32,
+        shared_expert_intermediate_size=64)),
 }
 
 
@@ -73,7 +95,8 @@ def optimized(family: str):
 @pytest.mark.parametrize("family", list(FAMILIES))
 def test_family_as_it_comes_matches_eager_on_the_example_and_a_fresh_input(family):
     model, opt = optimized(family)
-    assert opt.report.runs == "the plan" and opt.report.ops_after.get("MatMul", 0) > 0
+    products = sum(opt.report.ops_after.get(op, 0) for op in ("MatMul", "GemmK", "AttentionK"))
+    assert opt.report.runs == "the plan" and products > 0
     plans = len(opt.shape_log)
     with torch.no_grad():
         for seed in (0, 1):
