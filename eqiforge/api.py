@@ -97,6 +97,9 @@ def _optimize_call(fn, args, kwargs, opts: Options) -> OptimizedModule:
     why = _no_better(optimized) if opts.backend != "triton" and opts.original_if_no_better else None
     if why:
         optimized.run_original(compiled_original(fn) if opts.backend == "inductor" else fn, why)
+    elif isinstance(optimized.runner, InductorPlan):  # compiled once chosen, not when the original runs
+        optimized.runner.compile(captured.inputs)
+        optimized.report.lowering_notes += optimized.runner.notes
     optimized.plan_calls(captured.call)
     return optimized
 
@@ -245,12 +248,8 @@ def _lower(plan, input_names, bound, backend, title, rulesets):
     """(runner, its source, notes for the report) for the chosen backend."""
     if backend in ("torch", "inductor"):
         code = to_torch_code(plan.graph, input_names, bound, provenance(plan, title, rulesets))
-        if backend == "torch":
-            runner = TorchPlan(code)
-            return runner, runner.source, []
-        runner = InductorPlan(code)
-        return runner, runner.source, ["Inductor compiles this function at its first call (torch.compile, "
-                                       "static shapes)"]
+        runner = TorchPlan(code) if backend == "torch" else InductorPlan(code)  # compiled by the caller
+        return runner, runner.source, []
     runner = TritonPlan(plan, input_names, {**plan.graph.params, **(bound or {})}, list(bound or {}),
                         title=title, rulesets=rulesets)
     return runner, runner.source, runner.notes

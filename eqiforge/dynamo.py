@@ -1,31 +1,46 @@
 """``torch.compile(model, backend="eqiforge")``: the registered torch.compile backend.
 
 Dynamo hands over an FX graph; AOTAutograd decomposes it to core ATen and splits forward from backward.
-The forward graph (parameters arrive as inputs, so nothing is folded) goes through the EqiForge pipeline.
-The backward, and a forward EqiForge cannot take or fails on, is compiled by Inductor (``fallback="eager"``:
-runs as AOTAutograd built it, op by op). No failure of EqiForge fails the user's compile: it warns, saying
-why, and falls back.
+The forward graph goes through the EqiForge pipeline, and the chosen plan is traced to an ATen graph and
+compiled by Inductor (``runtime/inductor_plan.py``): EqiForge's algebra, Inductor's fused kernels.
+``options={"backend": "torch"}`` runs the plan as EqiForge's torch code instead. A plan predicted no better
+than the graph (``api._no_better``) gives Inductor the original graph (``Report.runs`` says which), so the
+backend is never worse than torch.compile. The backward, and a forward EqiForge cannot take or fails on, is
+compiled by Inductor (``fallback="eager"``: runs as AOTAutograd built it, op by op). No failure of EqiForge
+fails the user's compile: it warns, saying why, and falls back.
+
+Weights as constants in inference: where the graph needs no autograd (``torch.no_grad()``,
+``inference_mode``, or no input requires grad), the module's parameters and buffers (the inputs Dynamo
+marked static, less any the graph mutates or returns) are optimized as constants, as Inductor's freezing
+does: weight-only sub-expressions (concatenated projections, folded norms, masks) are computed once. Each
+call checks that every such input is the same tensor at the same version (``_version``, which in-place
+updates, optimizer steps and ``load_state_dict`` advance); if one changed, the graph is optimized again
+with the new weights, and past ``MAX_REBINDS`` changes it keeps them as inputs (live). Writes through ``.data`` do not advance the version (PyTorch gives ``.data`` its own counter)
+and are not seen: use ``options={"freeze": False}`` for a model whose weights are changed that way. In
+training the weights stay graph inputs.
 
 Options: ``torch.compile(model, backend="eqiforge", options={...})`` takes those of ``eqiforge.optimize``
-(backend, rules, limits, device, ...) plus ``fallback`` ("inductor" or "eager") and ``max_shapes``.
+(backend, rules, limits, device, ...) plus ``fallback`` ("inductor" or "eager"), ``max_shapes`` and
+``freeze`` (True: weights as constants in inference).
 
 Changing shapes: at a call with another shape Dynamo recompiles with those dims symbolic, and EqiForge's IR
 is static. Such a graph is specialised per concrete shape at call time: on the first call at a shape it is
 re-traced at that shape (make_fx) and optimized, and the plan is kept in a PlanCache keyed by the signature
-of the inputs with dynamic dims. Up to ``max_shapes`` shapes get a plan each; later shapes, and a shape
-whose plan fails, run the fallback (Inductor compiles the dynamic graph once, for all shapes).
-``REPORTS`` holds the report of every plan built, ``SHAPE_PLANS`` every specialised graph (which shapes ran
-a plan, which the fallback and why).
+of the inputs with dynamic dims (its weights stay inputs). Up to ``max_shapes`` shapes get a plan each;
+later shapes, and a shape whose plan fails, run the fallback (Inductor compiles the dynamic graph once, for
+all shapes). ``REPORTS`` holds the report of every plan built, ``SHAPE_PLANS`` every specialised graph
+(which shapes ran a plan, which the fallback and why).
 """
 from __future__ import annotations
 
+import dataclasses
 import warnings
 from collections import Counter
 
 import torch
 from torch._decomp import core_aten_decompositions
 from torch._dynamo.backends.common import aot_autograd
-from torch._functorch.aot_autograd import make_boxed_func
+from torch._functorch.aot_autograd import MutationType, make_boxed_func
 from torch._inductor.compile_fx import compile_fx_inner
 from torch._inductor.decomposition import select_decomp_table
 from torch._subclasses.fake_tensor import unset_fake_temporarily
@@ -34,6 +49,7 @@ from torch.fx.experimental.proxy_tensor import make_fx
 from . import api, frontend
 from .errors import EqiforgeError
 from .report import StageTimer
+from .runtime.inductor_plan import InductorPlan
 from .runtime.plan_cache import DEFAULT_CAPACITY, PlanCache, signature
 
 #: reports of the plans built in this process, newest last
@@ -42,21 +58,32 @@ REPORTS: list = []
 SHAPE_PLANS: list = []
 #: what a graph EqiForge does not optimize runs as, per ``fallback`` option
 FALLBACKS = {"inductor": "compiled by Inductor", "eager": "unchanged, op by op"}
+#: weight changes a graph with weights as constants is optimized again for; past them its weights stay inputs
+MAX_REBINDS = 2
 
 
 def eqiforge_backend(gm, example_inputs, options: dict | None = None, **kwargs):
     """torch.compile backend entry point. ``options`` (torch.compile's) and keyword arguments are those of
-    ``eqiforge.optimize``, plus ``fallback`` and ``max_shapes`` (see the module docstring)."""
-    settings = {**(options or {}), **kwargs}
+    ``eqiforge.optimize``, plus ``fallback``, ``max_shapes`` and ``freeze`` (see the module docstring)."""
+    settings = {"backend": "inductor", **(options or {}), **kwargs}
     fallback = settings.pop("fallback", "inductor")
     max_shapes = settings.pop("max_shapes", DEFAULT_CAPACITY)
+    freeze = settings.pop("freeze", True)
     if fallback not in FALLBACKS:
         raise EqiforgeError(f"unknown fallback {fallback!r}; available: {list(FALLBACKS)}")
     if not isinstance(max_shapes, int) or max_shapes < 1:
         raise EqiforgeError(f"max_shapes is the number of shapes a graph gets a plan for, at least 1; got "
                             f"{max_shapes!r}")
-    opts = api.Options(**api.normalise_options({**settings, "fold_constants": False}))
-    backend = aot_autograd(fw_compiler=_forward_compiler(opts, fallback, max_shapes),
+    if not isinstance(freeze, bool):
+        raise EqiforgeError(f"freeze is True (weights as constants in inference) or False; got {freeze!r}")
+    live = api.Options(**api.normalise_options({**settings, "fold_constants": False}))
+    # Dynamo's inputs: how many, and its module tensors (real) by position, the candidates for constants
+    state = (len(example_inputs), {i: t for i, t in enumerate(example_inputs)
+                                   if getattr(t, "_dynamo_static_input_type", None)})
+    frozen = dataclasses.replace(live, fold_constants=settings.get("fold_constants", True))
+    backend = aot_autograd(fw_compiler=_forward_compiler(live, fallback, max_shapes),
+                           inference_compiler=_forward_compiler(live, fallback, max_shapes, frozen,
+                                                                state if freeze else None),
                            bw_compiler=_fallback_compiler(fallback, is_backward=True),
                            decompositions=core_aten_decompositions())
     return backend(gm, example_inputs)
@@ -77,7 +104,10 @@ def _fallback_compiler(fallback: str, is_backward: bool = False):
     return compile_graph
 
 
-def _forward_compiler(opts: api.Options, fallback: str, max_shapes: int):
+def _forward_compiler(opts: api.Options, fallback: str, max_shapes: int, frozen: api.Options | None = None,
+                      state: tuple | None = None):
+    """AOTAutograd's compiler for a forward graph; in inference (``frozen``: its options) the module tensors
+    among Dynamo's inputs become constants (``state``: how many inputs Dynamo passed, its module tensors)."""
     def compile_forward(gm, example_inputs):
         if any(_symbolic(a) for a in example_inputs):
             plans = ShapePlans(gm, example_inputs, opts, fallback, max_shapes)
@@ -86,23 +116,70 @@ def _forward_compiler(opts: api.Options, fallback: str, max_shapes: int):
                           f"EqiForge specialises it per shape at call time, a plan for each of up to {max_shapes} "
                           f"shapes, later ones run {FALLBACKS[fallback]}", stacklevel=2)
             return make_boxed_func(plans)
-        optimized, why = _optimize(gm, [_concrete(e) for e in example_inputs], opts)
-        if optimized is None:
-            warnings.warn(f"eqiforge: {why}; the graph runs {FALLBACKS[fallback]}", stacklevel=2)
-            return _fallback_compiler(fallback)(gm, example_inputs)
-        return make_boxed_func(optimized.runner.forward)
+        weights = _weights(len(example_inputs), *state) if state else {}
+        if weights:
+            return ConstantWeights(gm, example_inputs, frozen, fallback, weights)
+        return _static_plan(gm, example_inputs, opts, fallback)
     return compile_forward
 
 
-def _optimize(gm, examples: list, opts: api.Options, title: str = "a torch.compile graph"):
-    """``gm`` (static shapes) through the pipeline: (the optimized module, None), or (None, why not)."""
-    names = [n.name for n in gm.graph.nodes if n.op == "placeholder"]
+def _weights(inputs: int, dynamo_inputs: int, state: dict) -> dict:
+    """The forward graph's inputs that are module tensors it neither mutates nor returns, by position:
+    AOTAutograd's static inputs, the first ones the parameters it lifted itself, then Dynamo's inputs."""
+    context = torch._guards.TracingContext.try_get()
+    if context is None or context.fw_metadata is None:
+        return {}
+    meta = context.fw_metadata
+    lifted = list(context.params_flat or [])
+    if len(lifted) + dynamo_inputs != inputs:
+        return {}  # not the inputs as AOTAutograd passes them (a layout this does not know): keep them live
+    kept = {o.base_idx for o in meta.output_info if o.base_idx is not None}
+    kept |= {i for i, m in enumerate(meta.input_info) if m.mutation_type != MutationType.NOT_MUTATED}
+    values = {i: t for i, t in enumerate(lifted)} | {i + len(lifted): t for i, t in state.items()}
+    return {i: values[i] for i in meta.static_input_indices if i in values and i not in kept}
+
+
+def _static_plan(gm, example_inputs, opts: api.Options, fallback: str, weights: dict | None = None):
+    """AOTAutograd's callable (a list of inputs in, outputs out) for ``gm`` at static shapes: its plan, with
+    ``weights`` (input position -> tensor) bound as constants, or the graph run by the fallback."""
+    weights = weights or {}
+    live = [i for i in range(len(example_inputs)) if i not in weights]
+    examples = [_concrete(example_inputs[i]) for i in live]
+    optimized, why = _optimize(gm, examples, opts, weights)
+    if optimized is None:
+        warnings.warn(f"eqiforge: {why}; the graph runs {FALLBACKS[fallback]}", stacklevel=3)
+        return _fallback_compiler(fallback)(gm, example_inputs)
+    why = _accepted(optimized, examples, opts)
+    if why:
+        optimized.report.runs = f"the original graph, {FALLBACKS[fallback]} ({why})"
+        return _fallback_compiler(fallback)(gm, example_inputs)
+    return _Selected(optimized.runner.forward, live)
+
+
+def _accepted(optimized, examples: list, opts: api.Options) -> str | None:
+    """None when the plan is to run (an inductor plan is compiled now, at ``examples``), else why the
+    original graph runs instead: the plan is predicted no better."""
+    why = api._no_better(optimized) if opts.backend != "triton" and opts.original_if_no_better else None
+    if why is None and isinstance(optimized.runner, InductorPlan):
+        optimized.runner.compile(examples)
+        optimized.report.lowering_notes += optimized.runner.notes
+    return why
+
+
+def _optimize(gm, examples: list, opts: api.Options, weights: dict | None = None,
+              title: str = "a torch.compile graph"):
+    """``gm`` (static shapes) through the pipeline, with the placeholders at the positions of ``weights``
+    bound to those tensors (constants) and ``examples`` for the rest: (the optimized module, None), or
+    (None, why not)."""
+    placeholders = [n.name for n in gm.graph.nodes if n.op == "placeholder"]
+    params = {placeholders[i]: t for i, t in (weights or {}).items()}
+    names = [n for n in placeholders if n not in params]
     timer = StageTimer()
     try:
         # real tensors throughout (constant evaluation, folding, the plan check), also under Dynamo's fake mode
         with unset_fake_temporarily():
             with timer("capture"):
-                graph = frontend.mark_causal_masks(frontend.fx_to_ir(gm, names, {}))
+                graph = frontend.mark_causal_masks(frontend.fx_to_ir(gm, names, params))
             optimized = api.optimize_graph(graph, names, None, opts, timer, examples=examples, title=title)
     except EqiforgeError as err:
         return None, f"EqiForge cannot optimize this graph: {err}"
@@ -110,6 +187,58 @@ def _optimize(gm, examples: list, opts: api.Options, title: str = "a torch.compi
         return None, f"EqiForge failed on this graph ({type(err).__name__}: {err}; please report it)"
     REPORTS.append(optimized.report)
     return optimized, None
+
+
+class _Selected:
+    """A plan as AOTAutograd's callable: the list of the graph's inputs in, the plan's outputs (its inputs:
+    those at ``live``) out."""
+
+    _boxed_call = True  # AOTAutograd passes the inputs as one list
+
+    def __init__(self, run, live: list[int]):
+        self.run, self.live = run, live
+
+    def __call__(self, args):
+        return self.run(*[args[i] for i in self.live])
+
+
+class ConstantWeights:
+    """A forward graph whose module weights are optimized as constants (the module docstring), guarded:
+    each call checks they are the same tensors at the same versions, and a change re-optimizes the graph
+    with the new weights, up to ``MAX_REBINDS`` times; then they stay inputs. ``rebinds`` lists the
+    changes seen, ``runner`` is what calls run now."""
+
+    _boxed_call = True
+
+    def __init__(self, gm, example_inputs, opts: api.Options, fallback: str, weights: dict):
+        self.gm, self.opts, self.fallback = gm, opts, fallback
+        self.examples = list(example_inputs)  # fake; their shapes, dtypes and devices shape the plans
+        self.rebinds: list[str] = []
+        self._bind(weights)
+
+    def _bind(self, weights: dict) -> None:
+        self.guards = [(i, t, t._version) for i, t in sorted(weights.items())]
+        self.runner = _static_plan(self.gm, self.examples, self.opts, self.fallback, weights)
+
+    def __call__(self, args):
+        for i, tensor, version in self.guards:
+            if args[i] is not tensor or tensor._version != version:
+                self._changed(args, f"input {i}, {'another tensor' if args[i] is not tensor else 'changed in place'}")
+                break
+        return self.runner(args)
+
+    def _changed(self, args, what: str) -> None:
+        self.rebinds.append(what)
+        if len(self.rebinds) > MAX_REBINDS:
+            warnings.warn(f"eqiforge: weights bound as constants changed {len(self.rebinds)} times (last: {what}); "
+                          f"they stay inputs of this graph from now on", stacklevel=3)
+            self.guards = []
+            self.runner = _static_plan(self.gm, self.examples, dataclasses.replace(self.opts, fold_constants=False),
+                                       self.fallback)
+            return
+        warnings.warn(f"eqiforge: a weight bound as a constant changed ({what}); the graph is optimized again "
+                      f"with the new weights", stacklevel=3)
+        self._bind({i: args[i] for i, _, _ in self.guards})
 
 
 def _symbolic(value) -> bool:
@@ -149,17 +278,19 @@ class ShapePlans:
     def __call__(self, *args):
         key = signature([args[i] for i in self.dynamic])
         if key not in self.why:
+            quiet = False
             if key in self.cache.keys() or self.cache.builds < self.cache.capacity:
                 try:
                     plan = self.cache.get(key)
                 except _NoPlan as err:
-                    self.why[key] = str(err)
+                    self.why[key], quiet = str(err), err.quiet
                 else:
                     self.runs[key] += 1
                     return plan(args)
             else:
                 self.why[key] = f"past the {self.cache.capacity} shapes this graph gets a plan for (max_shapes)"
-            warnings.warn(f"eqiforge: {self.why[key]}; this shape runs {FALLBACKS[self.fallback]}", stacklevel=2)
+            if not quiet:
+                warnings.warn(f"eqiforge: {self.why[key]}; this shape runs {FALLBACKS[self.fallback]}", stacklevel=2)
         self.fallback_runs[key] += 1
         return self._fallback(args)
 
@@ -192,6 +323,10 @@ class ShapePlans:
         optimized, why = _optimize(traced, tensors, self.opts, title=f"a torch.compile graph at input sizes {key}")
         if optimized is None:
             raise _NoPlan(why)
+        why = _accepted(optimized, tensors, self.opts)
+        if why:
+            optimized.report.runs = f"the original graph, {FALLBACKS[self.fallback]} ({why})"
+            raise _NoPlan(why, quiet=True)
         optimized.report.runs = f"the plan for the dynamic inputs' signature {key}"
         return _Specialised(optimized.runner.forward, positions, outputs)
 
@@ -203,7 +338,11 @@ class ShapePlans:
 
 
 class _NoPlan(Exception):
-    """A shape whose plan could not be built (the message says why)."""
+    """A shape whose plan could not be built, or is no better than the graph (``quiet``: no warning)."""
+
+    def __init__(self, why: str, quiet: bool = False):
+        super().__init__(why)
+        self.quiet = quiet
 
 
 class _Specialised:

@@ -8,6 +8,7 @@ from torch.testing import assert_close
 
 import eqiforge
 from eqiforge import api, dynamo
+from eqiforge.runtime import inductor_plan
 
 
 class Attention(torch.nn.Module):
@@ -21,6 +22,19 @@ class Attention(torch.nn.Module):
         q, k, v = self.qkv(x).chunk(3, dim=-1)
         scores = torch.softmax(q @ k.transpose(-1, -2) / q.shape[-1] ** 0.5, dim=-1)
         return self.norm(x + self.out(scores @ v))
+
+
+class Gated(torch.nn.Module):
+    """A gated MLP: gate and up read the same input, so EqiForge merges them into one product of their
+    concatenated weights (worth it when the concatenation is a constant)."""
+
+    def __init__(self, dim: int = 32, hidden: int = 64):
+        super().__init__()
+        self.gate, self.up = torch.nn.Linear(dim, hidden, bias=False), torch.nn.Linear(dim, hidden, bias=False)
+        self.down = torch.nn.Linear(hidden, dim, bias=False)
+
+    def forward(self, x):
+        return self.down(torch.nn.functional.silu(self.gate(x)) * self.up(x))
 
 
 def mlp():
@@ -171,6 +185,7 @@ def test_options_reach_eqiforge():
     ({"colour": "red"}, "unknown option"),
     ({"fallback": "cpp"}, "unknown fallback"),
     ({"max_shapes": 0}, "max_shapes"),
+    ({"freeze": "yes"}, "freeze is True"),
 ])
 def test_bad_options_fail_the_compile_clearly(options, message):
     compiled = torch.compile(mlp(), backend="eqiforge", options=options)
@@ -198,6 +213,7 @@ def test_training_gradients_match_eager_with_the_backward_compiled_by_inductor(m
     for g, expected in zip(got, [x.grad] + [p.grad for p in model.parameters()]):
         assert_close(g, expected)
     assert len(dynamo.REPORTS) == before + 1  # the forward went through EqiForge
+    assert "Param" not in dynamo.REPORTS[-1].ops_after  # training: the weights stay inputs
     assert compiled_by_inductor == [True]  # the backward, and only it, through Inductor
 
 
@@ -233,3 +249,78 @@ def test_training_at_changing_lengths_compiles_every_backward_with_inductor():
     assert not [w for w in eqiforge_warnings(caught) if "Inductor failed" in w]
     [plans] = dynamo.SHAPE_PLANS[graphs:]
     assert sorted(key[0] for key in plans.runs) == [7, 9] and not plans.fallback_runs
+
+
+def test_inference_binds_the_weights_as_constants_and_inductor_compiles_the_plan():
+    torch.manual_seed(0)
+    model, x = Gated().eval(), torch.randn(2, 8, 32)
+    compiled = torch.compile(model, backend="eqiforge")
+    before = len(dynamo.REPORTS)
+    with torch.no_grad():
+        assert_close(compiled(x), model(x))
+        x = torch.randn(2, 8, 32)
+        assert_close(compiled(x), model(x))
+    [report] = dynamo.REPORTS[before:]
+    assert report.runs == "the plan"
+    # gate and up merged: their concatenated weight is folded once (no Concat per call), down's weight stays
+    assert report.folded_constants == 1 and "Concat" not in report.ops_after
+    assert report.ops_after["MatMul"] == 2 and report.ops_after["Param"] == 2 and report.ops_after["Input"] == 1
+    assert [n for n in report.lowering_notes if "Inductor" in n][0].startswith("Inductor compiled the plan")
+
+
+def test_a_changed_weight_reoptimizes_and_never_gives_a_stale_result():
+    torch.manual_seed(0)
+    model, x = Gated().eval(), torch.randn(2, 8, 32)
+    compiled = torch.compile(model, backend="eqiforge", options={"backend": "torch", "fallback": "eager"})
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    before = len(dynamo.REPORTS)
+
+    def step():  # an optimizer step on an eager loss
+        optimizer.zero_grad()
+        model(torch.randn(2, 8, 32)).square().sum().backward()
+        optimizer.step()
+
+    def reassign():
+        model.up.weight = torch.nn.Parameter(torch.randn(64, 32))
+
+    def in_place():
+        with torch.no_grad():
+            model.gate.weight.add_(1.0)
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for change in (None, step, reassign, in_place, None):
+            if change is not None:
+                change()
+            with torch.no_grad():
+                assert_close(compiled(x), model(x))
+    assert eqiforge_warnings(caught) == [
+        "eqiforge: a weight bound as a constant changed (input 0, changed in place); the graph is optimized again "
+        "with the new weights",
+        "eqiforge: a weight bound as a constant changed (input 2, another tensor); the graph is optimized again "
+        "with the new weights",
+        f"eqiforge: weights bound as constants changed {dynamo.MAX_REBINDS + 1} times (last: input 0, changed in "
+        "place); they stay inputs of this graph from now on"]
+    reports = dynamo.REPORTS[before:]
+    assert [r.ops_after.get("Param", 0) for r in reports] == [2, 2, 2, 0]  # constants, twice again, then live
+
+
+def test_a_graph_without_a_win_goes_to_inductor_as_written(monkeypatch):
+    graphs = []
+    inner = dynamo.compile_fx_inner
+
+    def recording(gm, example_inputs, **kwargs):
+        graphs.append(sorted(str(n.target) for n in gm.graph.nodes if n.op == "call_function"))
+        return inner(gm, example_inputs, **kwargs)
+    monkeypatch.setattr(dynamo, "compile_fx_inner", recording)
+    monkeypatch.setattr(inductor_plan, "compile_fx_inner", recording)
+
+    def gelu2(x):
+        return torch.nn.functional.gelu(x) * 2.0
+    compiled = torch.compile(gelu2, backend="eqiforge")
+    before = len(dynamo.REPORTS)
+    x = torch.randn(16, 16)
+    assert_close(compiled(x), gelu2(x))
+    [report] = dynamo.REPORTS[before:]
+    assert report.runs.startswith("the original graph, compiled by Inductor (the plan is predicted no faster")
+    assert len(graphs) == 1 and "aten.erf.default" in graphs[0]  # the original graph, once; no plan compiled

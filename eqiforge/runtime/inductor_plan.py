@@ -1,28 +1,73 @@
-"""Running an inductor-backend plan: the torch backend's generated function, compiled by Inductor.
+"""Running an inductor-backend plan: the plan as an ATen FX graph, compiled by Inductor.
 
 EqiForge chooses the algebra (reassociation, merged projections, re-formed composites); Inductor generates
-the code (fused C++/OpenMP loops on a CPU, Triton kernels on a GPU). ``torch.compile`` traces the plan's
-function at its first call (static shapes, as the plan's) and compiles what it traced; a call it cannot
-trace runs in PyTorch between compiled parts (a graph break), as torch.compile does for any program.
+the code (fused C++/OpenMP loops on a CPU, Triton kernels on a GPU). The torch backend's generated function
+is traced at example inputs with ``make_fx`` and Inductor's decompositions, so the plan's tensors (weights,
+folded constants) become constants of the graph, and the graph goes to ``compile_fx_inner``: a call runs
+Inductor's compiled graph, no Python between its kernels. The trace runs outside any enclosing torch.compile
+(its fake mode and tracing context), so ``optimize()`` and the torch.compile backend compile a plan the same
+way. Until ``compile`` is called, and where Inductor fails on the graph (``notes`` say why), the plan runs
+as the torch backend's code.
 """
 from __future__ import annotations
 
 import torch
+from torch._inductor.compile_fx import compile_fx_inner
+from torch._inductor.decomposition import select_decomp_table
+from torch._subclasses.fake_tensor import unset_fake_temporarily
+from torch.fx.experimental.proxy_tensor import make_fx
 
 from .torch_plan import TorchPlan
 
-COMPILE_OPTIONS = {"backend": "inductor", "dynamic": False}
+
+def inductor_compiled(fn, example_inputs: list):
+    """``fn`` (tensors in, a tuple of tensors out) traced at ``example_inputs`` to an ATen graph with
+    Inductor's decompositions and compiled by Inductor; returns ``run(*tensors) -> tuple`` and the graph."""
+    with unset_fake_temporarily(), torch._guards.tracing(None):
+        graph = make_fx(fn, decomposition_table=select_decomp_table(), tracing_mode="fake",
+                        _allow_non_fake_inputs=True)(*example_inputs)
+        compiled = compile_fx_inner(graph, list(example_inputs))
+
+    def run(*tensors):
+        return tuple(compiled(list(tensors)))
+    return run, graph
 
 
 class InductorPlan(TorchPlan):
-    """A TorchPlan whose function runs through ``torch.compile(..., backend="inductor")``."""
+    """A TorchPlan that runs, once ``compile`` has been called, as Inductor's compiled graph of its function."""
 
-    def _bind(self) -> None:
+    graph = None  # the ATen graph Inductor compiled (None: the plan runs as the torch code); a plain attribute,
+    #               not a submodule, so state_dict() does not hold its constants twice
+
+    def __init__(self, code):
+        super().__init__(code)
+        self.notes: list[str] = ["not compiled by Inductor yet: it runs as EqiForge's torch code"]
+
+    def compile(self, example_inputs) -> None:
+        """Trace the plan at ``example_inputs`` and compile it; on a failure it stays the torch code."""
+        try:
+            self.forward, graph = inductor_compiled(self.torch_forward, list(example_inputs))
+        except Exception as err:  # noqa: BLE001 - the torch code computes the same plan
+            self.notes[:] = [f"Inductor could not compile the plan ({type(err).__name__}: {str(err).strip()[:200]}); "
+                             f"it runs as EqiForge's torch code"]
+            return
+        object.__setattr__(self, "graph", graph)
+        ops = sum(n.op == "call_function" for n in graph.graph.nodes)
+        self.notes[:] = [f"Inductor compiled the plan, an ATen graph of {ops} ops (static shapes)"]
+
+    def _bind(self) -> None:  # also after a move or a copy: the torch code until compiled again
         super()._bind()
-        self.forward = torch.compile(self.forward, **COMPILE_OPTIONS)
+        self.torch_forward = self.forward
+        if self.graph is not None:
+            object.__setattr__(self, "graph", None)
+            self.notes[:] = ["moved or copied after Inductor compiled it: it runs as EqiForge's torch code until "
+                             "compile() is called again"]
+
+    def __getstate__(self):  # the functions are rebuilt from the source (TorchPlan)
+        return {k: v for k, v in super().__getstate__().items() if k != "torch_forward"}
 
 
 def compiled_original(fn):
-    """The user's program compiled by Inductor the same way: what an inductor plan that is no better
-    than the program runs instead."""
-    return torch.compile(fn, **COMPILE_OPTIONS)
+    """The user's program compiled by Inductor as ``torch.compile`` compiles it: what an inductor plan that
+    is no better than the program runs instead."""
+    return torch.compile(fn, backend="inductor", dynamic=False)
