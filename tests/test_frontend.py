@@ -468,7 +468,7 @@ def test_pytree_inputs_keywords_and_constants():
     assert_close(got, f({"a": fresh[0], "b": fresh[1]}, 2.0, bias=fresh[2], square=True))
     args, kwargs = cap.call.rebuild(fresh)
     assert args == ({"a": fresh[0], "b": fresh[1]}, 2.0) and kwargs == {"bias": fresh[2], "square": True}
-    from eqiforge.frontend.capture import flatten_call
+    from eqiforge.frontend.calls import flatten_call
     assert cap.call.tensors(*flatten_call(args, kwargs)) == fresh
     assert cap.call.tensors(*flatten_call(args, {**kwargs, "square": False})) is None  # another constant
 

@@ -1,6 +1,6 @@
 """The drop-in replacement a user gets back from ``eqiforge.optimize``.
 
-It takes the same arguments as the original program (flattened as at capture: ``frontend.capture.CallSpec``),
+It takes the same arguments as the original program (flattened as at capture: ``frontend.calls.CallSpec``),
 checks them against the structure, shapes and dtypes the plan was optimized for, runs the lowered plan and
 rebuilds the original output structure. A call at another signature (shapes, dtypes, structure or constants)
 runs a plan built for it on first use and kept in a ``PlanCache``, for up to its capacity of signatures (later
@@ -21,7 +21,7 @@ import torch.utils._pytree as pytree
 
 from .. import ops
 from ..errors import EqiforgeError
-from ..frontend.capture import TENSOR, CallSpec, flatten_call
+from ..frontend.calls import TENSOR, CallSpec, flatten_call
 from .plan_cache import DEFAULT_CAPACITY, PlanCache, signature
 from .torch_plan import compile_function
 
