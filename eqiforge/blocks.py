@@ -331,7 +331,8 @@ class _Piece:
 
 
 def optimize_once(graph: Graph, schedule, model, opts, timer, on_step=None) -> Shared:
-    """Saturate and extract one block and the rest; the glued whole (see the module docstring), or why not."""
+    """Saturate and extract one block and the rest; the glued whole (see the module docstring), or why not.
+    The saturation report returned is the block's (the rest's is usually a few nodes)."""
     blocks, why = find(graph)
     if blocks is None:
         return Shared(why)
