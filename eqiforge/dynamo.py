@@ -25,10 +25,10 @@ Options: ``torch.compile(model, backend="eqiforge", options={...})`` takes those
 
 Changing shapes: at a call with another shape Dynamo recompiles with those dims symbolic, and EqiForge's IR
 is static. Such a graph is specialised per concrete shape at call time: on the first call at a shape it is
-re-traced at that shape (make_fx) and optimized, and the plan is kept in a PlanCache keyed by the signature
-of the inputs with dynamic dims (its weights stay inputs). Up to ``max_shapes`` shapes get a plan each;
-later shapes, and a shape whose plan fails, run the fallback (Inductor compiles the dynamic graph once, for
-all shapes). ``REPORTS`` holds the report of every plan built, ``SHAPE_PLANS`` every specialised graph
+re-traced at that shape (make_fx) and optimized (in inference with the weights as constants, guarded as
+above), and the plan is kept in a PlanCache keyed by the signature of the inputs with dynamic dims. Up to
+``max_shapes`` shapes get a plan each; later shapes, and a shape whose plan fails, run the fallback
+(Inductor compiles the dynamic graph once, for all shapes). ``REPORTS`` holds the report of every plan built, ``SHAPE_PLANS`` every specialised graph
 (which shapes ran a plan, which the fallback and why).
 """
 from __future__ import annotations
@@ -109,17 +109,22 @@ def _forward_compiler(opts: api.Options, fallback: str, max_shapes: int, frozen:
     """AOTAutograd's compiler for a forward graph; in inference (``frozen``: its options) the module tensors
     among Dynamo's inputs become constants (``state``: how many inputs Dynamo passed, its module tensors)."""
     def compile_forward(gm, example_inputs):
-        if any(_symbolic(a) for a in example_inputs):
-            plans = ShapePlans(gm, example_inputs, opts, fallback, max_shapes)
-            SHAPE_PLANS.append(plans)
+        dynamic = any(_symbolic(a) for a in example_inputs)
+        if dynamic:
             warnings.warn(f"eqiforge: Dynamo made dims of this graph dynamic (it was called at another shape); "
                           f"EqiForge specialises it per shape at call time, a plan for each of up to {max_shapes} "
                           f"shapes, later ones run {FALLBACKS[fallback]}", stacklevel=2)
-            return make_boxed_func(plans)
+
+        def build(weights: dict):
+            """What calls run, with ``weights`` (input position -> tensor) as constants."""
+            options = frozen if weights else opts
+            if not dynamic:
+                return _static_plan(gm, example_inputs, options, fallback, weights)
+            plans = ShapePlans(gm, example_inputs, options, fallback, max_shapes, weights)
+            SHAPE_PLANS.append(plans)
+            return plans
         weights = _weights(len(example_inputs), *state) if state else {}
-        if weights:
-            return ConstantWeights(gm, example_inputs, frozen, fallback, weights)
-        return _static_plan(gm, example_inputs, opts, fallback)
+        return ConstantWeights(build, weights) if weights else build({})
     return compile_forward
 
 
@@ -210,15 +215,17 @@ class ConstantWeights:
 
     _boxed_call = True
 
-    def __init__(self, gm, example_inputs, opts: api.Options, fallback: str, weights: dict):
-        self.gm, self.opts, self.fallback = gm, opts, fallback
-        self.examples = list(example_inputs)  # fake; their shapes, dtypes and devices shape the plans
+    def __init__(self, build, weights: dict):
+        """``build(weights)`` returns what calls run with those inputs as constants (``{}``: none)."""
+        self.build = build
         self.rebinds: list[str] = []
         self._bind(weights)
 
     def _bind(self, weights: dict) -> None:
-        self.guards = [(i, t, t._version) for i, t in sorted(weights.items())]
-        self.runner = _static_plan(self.gm, self.examples, self.opts, self.fallback, weights)
+        self.runner = self.build(weights)
+        # plans hold the weights; the graph run by the fallback reads them as inputs
+        bound = weights if isinstance(self.runner, (_Selected, ShapePlans)) else {}
+        self.guards = [(i, t, t._version) for i, t in sorted(bound.items())]
 
     def __call__(self, args):
         for i, tensor, version in self.guards:
@@ -233,8 +240,7 @@ class ConstantWeights:
             warnings.warn(f"eqiforge: weights bound as constants changed {len(self.rebinds)} times (last: {what}); "
                           f"they stay inputs of this graph from now on", stacklevel=3)
             self.guards = []
-            self.runner = _static_plan(self.gm, self.examples, dataclasses.replace(self.opts, fold_constants=False),
-                                       self.fallback)
+            self.runner = self.build({})
             return
         warnings.warn(f"eqiforge: a weight bound as a constant changed ({what}); the graph is optimized again "
                       f"with the new weights", stacklevel=3)
@@ -262,20 +268,23 @@ def _concrete(example, entry=None):
 
 
 class ShapePlans:
-    """A forward graph with dynamic dims, optimized per concrete shape at call time (the module docstring).
+    """A forward graph with dynamic dims, optimized per concrete shape at call time (the module docstring),
+    with the inputs at the positions of ``weights`` bound to those tensors.
 
     ``runs[key]`` counts the calls that ran an optimized plan, ``fallback_runs[key]`` those that ran the
     fallback, ``why[key]`` says why; ``key`` is the signature of the inputs with dynamic dims."""
 
-    def __init__(self, gm, example_inputs, opts: api.Options, fallback: str, capacity: int):
-        self.gm, self.opts, self.fallback = gm, opts, fallback
+    _boxed_call = True  # AOTAutograd passes the inputs as one list
+
+    def __init__(self, gm, example_inputs, opts: api.Options, fallback: str, capacity: int, weights: dict):
+        self.gm, self.opts, self.fallback, self.weights = gm, opts, fallback, weights
         self.examples = list(example_inputs)  # fake; their static dims, dtypes and devices shape the traces
         self.dynamic = [i for i, a in enumerate(self.examples) if _symbolic(a)]
         self.cache = PlanCache(self._build, capacity)
         self.runs, self.fallback_runs, self.why = Counter(), Counter(), {}
         self._fallback_run = None
 
-    def __call__(self, *args):
+    def __call__(self, args):
         key = signature([args[i] for i in self.dynamic])
         if key not in self.why:
             quiet = False
@@ -302,7 +311,8 @@ class ShapePlans:
     def _build(self, key) -> "_Specialised":
         """The plan for one signature: the graph re-traced at those sizes (random inputs), then optimized."""
         sizes = dict(zip(self.dynamic, key))
-        args = [_concrete(e, sizes[i]) if i in sizes else _concrete(e) for i, e in enumerate(self.examples)]
+        args = [self.weights[i] if i in self.weights else _concrete(e, sizes[i]) if i in sizes else _concrete(e)
+                for i, e in enumerate(self.examples)]
         positions = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor)]
         outputs = []  # the graph's outputs at these sizes: sizes (for the backward) stay, tensors come from the plan
 
@@ -314,13 +324,17 @@ class ShapePlans:
             outputs[:] = [None if isinstance(o, torch.Tensor) else o for o in outs]
             return [o for o in outs if isinstance(o, torch.Tensor)]
 
-        tensors = [args[i] for i in positions]
         try:
-            traced = make_fx(at_these_sizes, decomposition_table=core_aten_decompositions())(*tensors)
+            traced = make_fx(at_these_sizes, decomposition_table=core_aten_decompositions())(
+                *[args[i] for i in positions])
         except Exception as err:  # noqa: BLE001 - a shape that cannot be traced runs the fallback
             raise _NoPlan(f"the graph could not be re-traced at input sizes {key} ({type(err).__name__}: "
                           f"{err})") from err
-        optimized, why = _optimize(traced, tensors, self.opts, title=f"a torch.compile graph at input sizes {key}")
+        weights = {k: self.weights[i] for k, i in enumerate(positions) if i in self.weights}  # by placeholder
+        live = [i for i in positions if i not in self.weights]
+        tensors = [args[i] for i in live]
+        optimized, why = _optimize(traced, tensors, self.opts, weights,
+                                   title=f"a torch.compile graph at input sizes {key}")
         if optimized is None:
             raise _NoPlan(why)
         why = _accepted(optimized, tensors, self.opts)
@@ -328,7 +342,7 @@ class ShapePlans:
             optimized.report.runs = f"the original graph, {FALLBACKS[self.fallback]} ({why})"
             raise _NoPlan(why, quiet=True)
         optimized.report.runs = f"the plan for the dynamic inputs' signature {key}"
-        return _Specialised(optimized.runner.forward, positions, outputs)
+        return _Specialised(optimized.runner.forward, live, outputs)
 
     def _fallback(self, args):
         if self._fallback_run is None:

@@ -109,6 +109,7 @@ def test_changing_sequence_lengths_run_a_plan_per_shape():
     reports = dynamo.REPORTS[before:]
     assert [r.runs for r in reports] == ["the plan"] + [
         f"the plan for the dynamic inputs' signature {(n, ((2, n, 32), torch.float32))}" for n in lengths[1:]]
+    assert [r.ops_after["Input"] for r in reports] == [1] * 4  # no_grad: x is the only input, weights are constants
 
 
 def test_dynamic_true_specialises_from_the_first_call():
