@@ -3,6 +3,7 @@ import pytest
 import torch
 
 import eqiforge
+from eqiforge.runtime import inductor_plan
 from eqiforge.runtime.inductor_plan import InductorPlan
 
 
@@ -28,6 +29,7 @@ def test_a_program_without_a_win_runs_compiled_by_inductor_as_written():
     x = torch.randn(32, 32)
     opt = eqiforge.optimize(gelu2, (x,), backend="inductor", device="cpu")
     assert opt.report.runs.startswith("the original program")
+    assert opt.runner.graph is None  # the plan that does not run is not compiled
     assert opt._original is not gelu2 and getattr(opt._original, "__wrapped__", None) is gelu2  # torch.compile's
     torch.testing.assert_close(opt(x), gelu2(x))
 
@@ -35,3 +37,18 @@ def test_a_program_without_a_win_runs_compiled_by_inductor_as_written():
 def test_the_inductor_backend_is_known_to_the_cli_options():
     with pytest.raises(eqiforge.EqiforgeError, match="available: \\['torch', 'triton', 'inductor'\\]"):
         eqiforge.optimize(torch.relu, (torch.randn(2),), backend="xla")
+
+
+def test_a_plan_inductor_cannot_compile_runs_as_torch_code_and_says_why(monkeypatch):
+    def broken(gm, example_inputs):
+        raise RuntimeError("no kernel for this")
+    monkeypatch.setattr(inductor_plan, "compile_fx_inner", broken)
+    a, b, v = torch.randn(64, 64), torch.randn(64, 64), torch.randn(64, 1)
+
+    def chain(a, b, v):
+        return a @ b @ v
+    opt = eqiforge.optimize(chain, (a, b, v), backend="inductor", device="cpu")
+    assert opt.runner.graph is None and opt.runner.forward is opt.runner.torch_forward
+    assert "Inductor could not compile the plan (RuntimeError: no kernel for this); it runs as EqiForge's torch " \
+           "code" in opt.report.lowering_notes
+    torch.testing.assert_close(opt(a, b, v), chain(a, b, v), rtol=1e-4, atol=1e-4)
