@@ -2,7 +2,8 @@
 raw model optimized with the default config and the cache on, checked against eager on the example input
 and on a fresh one: every output leaf (logits, each cache tensor) close, the output and cache types as
 eager's; the rebuilt cache works when passed back to the eager model; greedy decoding with the cache through
-the optimized module gives eager's tokens (each step a new signature, so a new plan)."""
+the optimized module gives eager's tokens (each step a new signature, so a new plan); under
+torch.compile(backend="eqiforge") every family runs EqiForge plans and matches eager."""
 import re
 from pathlib import Path
 
@@ -104,6 +105,28 @@ def test_family_as_it_comes_matches_eager_on_the_example_and_a_fresh_input(famil
             out = opt(*args, **kwargs)
             assert_outputs_close(out, model(*args, **kwargs))
     assert len(opt.shape_log) == plans  # the fresh input has the example's signature: the example's plan ran
+
+
+@pytest.mark.parametrize("family", list(FAMILIES))
+def test_family_under_torch_compile_matches_eager_and_runs_a_plan(family):
+    """torch.compile(model, backend="eqiforge") with the default settings, in inference: every graph Dynamo
+    makes gets an EqiForge plan (or Inductor compiles it as written where the plan is no better; never a
+    failure), on the example and on a fresh input."""
+    from eqiforge import dynamo
+    from eqiforge.frontend.calls import register_transformers_pytrees
+    torch.manual_seed(0)
+    model = FAMILIES[family]().eval()
+    register_transformers_pytrees(model, ())  # so that the outputs' caches open into tensors to compare
+    torch._dynamo.reset()
+    reports = len(dynamo.REPORTS)
+    compiled = torch.compile(model, backend="eqiforge")
+    with torch.no_grad():
+        for seed in (0, 1):
+            args, kwargs = call_inputs(family, seed)
+            assert_outputs_close(compiled(*args, **kwargs), model(*args, **kwargs))
+    runs = [r.runs for r in dynamo.REPORTS[reports:]]
+    assert runs and all(r == "the plan" or r.startswith("the original graph, compiled by Inductor") for r in runs)
+    assert "the plan" in runs
 
 
 def test_gpt2_with_sdpa_at_batch_2_is_captured_by_the_fallback_path():
