@@ -194,6 +194,18 @@ def test_bad_options_fail_the_compile_clearly(options, message):
         compiled(torch.randn(4, 16))
 
 
+def assert_gradients_match_eager(compiled, model, x):
+    """The input's and parameters' gradients of a squared-sum loss through ``compiled`` equal eager's."""
+    compiled(x).square().sum().backward()
+    got = [x.grad.clone()] + [p.grad.clone() for p in model.parameters()]
+    x.grad = None
+    model.zero_grad()
+    model(x).square().sum().backward()
+    for g, expected in zip(got, [x.grad] + [p.grad for p in model.parameters()]):
+        assert_close(g, expected)
+    model.zero_grad()
+
+
 def test_training_gradients_match_eager_with_the_backward_compiled_by_inductor(monkeypatch):
     compiled_by_inductor = []
     inner = dynamo.compile_fx_inner
@@ -205,14 +217,7 @@ def test_training_gradients_match_eager_with_the_backward_compiled_by_inductor(m
     model = mlp()
     compiled = torch.compile(model, backend="eqiforge")
     before = len(dynamo.REPORTS)
-    x = torch.randn(8, 16, requires_grad=True)
-    compiled(x).square().sum().backward()
-    got = [x.grad.clone()] + [p.grad.clone() for p in model.parameters()]
-    x.grad = None
-    model.zero_grad()
-    model(x).square().sum().backward()
-    for g, expected in zip(got, [x.grad] + [p.grad for p in model.parameters()]):
-        assert_close(g, expected)
+    assert_gradients_match_eager(compiled, model, torch.randn(8, 16, requires_grad=True))
     assert len(dynamo.REPORTS) == before + 1  # the forward went through EqiForge
     assert "Param" not in dynamo.REPORTS[-1].ops_after  # training: the weights stay inputs
     assert compiled_by_inductor == [True]  # the backward, and only it, through Inductor
@@ -238,15 +243,7 @@ def test_training_at_changing_lengths_compiles_every_backward_with_inductor():
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         for n in (4, 7, 9):
-            x = torch.randn(2, n, 16, requires_grad=True)
-            compiled(x).square().sum().backward()
-            got = [x.grad.clone()] + [p.grad.clone() for p in model.parameters()]
-            x.grad = None
-            model.zero_grad()
-            model(x).square().sum().backward()
-            for g, expected in zip(got, [x.grad] + [p.grad for p in model.parameters()]):
-                assert_close(g, expected)
-            model.zero_grad()
+            assert_gradients_match_eager(compiled, model, torch.randn(2, n, 16, requires_grad=True))
     assert not [w for w in eqiforge_warnings(caught) if "Inductor failed" in w]
     [plans] = dynamo.SHAPE_PLANS[graphs:]
     assert sorted(key[0] for key in plans.runs) == [7, 9] and not plans.fallback_runs
