@@ -38,7 +38,6 @@ import warnings
 from collections import Counter
 
 import torch
-from torch._decomp import core_aten_decompositions
 from torch._dynamo.backends.common import aot_autograd
 from torch._functorch.aot_autograd import MutationType, make_boxed_func
 from torch._inductor.compile_fx import compile_fx_inner
@@ -85,8 +84,25 @@ def eqiforge_backend(gm, example_inputs, options: dict | None = None, **kwargs):
                            inference_compiler=_forward_compiler(live, fallback, max_shapes, frozen,
                                                                 state if freeze else None),
                            bw_compiler=_fallback_compiler(fallback, is_backward=True),
-                           decompositions=core_aten_decompositions())
+                           decompositions=_decompositions(example_inputs))
     return backend(gm, example_inputs)
+
+
+#: decompositions whose backward, as AOTAutograd derives it from the decomposed forward, is wrong in torch 2.13:
+#: a GPT-2 training step through SDPA's CPU flash decomposition gets gradients 9x off upstream of the attention
+#: (found by bisecting the core-ATen table with AOTAutograd and the graphs run as they are, no EqiForge)
+WRONG_IN_TRAINING = (torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default,)
+
+
+def _decompositions(example_inputs) -> dict:
+    """The frontend's decomposition table; where the graph will be differentiated (grad mode on and an
+    input requiring grad: AOTAutograd traces a joint graph) without the decompositions that break the
+    backward: the attention then stays one PyTorch call (an extern of the plan), with its own backward."""
+    table = frontend.decomposition_table()
+    if torch.is_grad_enabled() and any(isinstance(t, torch.Tensor) and t.requires_grad for t in example_inputs):
+        for op in WRONG_IN_TRAINING:
+            table.pop(op, None)
+    return table
 
 
 def _fallback_compiler(fallback: str, is_backward: bool = False):
@@ -158,7 +174,16 @@ def _static_plan(gm, example_inputs, opts: api.Options, fallback: str, weights: 
     if why:
         optimized.report.runs = f"the original graph, {FALLBACKS[fallback]} ({why})"
         return _fallback_compiler(fallback)(gm, example_inputs)
-    return _Selected(optimized.runner.forward, live)
+    return _Selected(optimized.runner.forward, live, _output_strides(gm))
+
+
+def _output_strides(gm) -> list:
+    """The strides of the graph's tensor outputs as AOTAutograd traced them (None where unknown). The
+    backward, compiled for the forward's saved tensors as traced, asserts them: a plan returning a
+    contiguous tensor where the traced forward returned a transposed view must give it that layout."""
+    (outputs,) = next(n for n in gm.graph.nodes if n.op == "output").args
+    vals = [o.meta.get("val") if isinstance(o, torch.fx.Node) else None for o in outputs]
+    return [tuple(v.stride()) if isinstance(v, torch.Tensor) else None for v in vals]
 
 
 def _accepted(optimized, examples: list, opts: api.Options) -> str | None:
@@ -200,11 +225,20 @@ class _Selected:
 
     _boxed_call = True  # AOTAutograd passes the inputs as one list
 
-    def __init__(self, run, live: list[int]):
-        self.run, self.live = run, live
+    def __init__(self, run, live: list[int], strides: list | None = None):
+        self.run, self.live, self.strides = run, live, strides
 
     def __call__(self, args):
-        return self.run(*[args[i] for i in self.live])
+        outputs = self.run(*[args[i] for i in self.live])
+        if self.strides is None:
+            return outputs
+        return [o if s is None or o.stride() == s else _laid_out(o, s) for o, s in zip(outputs, self.strides)]
+
+
+def _laid_out(t: torch.Tensor, stride: tuple) -> torch.Tensor:
+    """``t``'s values in a tensor of ``stride``."""
+    out = torch.empty_strided(t.shape, stride, dtype=t.dtype, device=t.device)
+    return out.copy_(t)
 
 
 class ConstantWeights:
@@ -256,15 +290,18 @@ def _symbolic(value) -> bool:
 
 def _concrete(example, entry=None):
     """A real value for a graph input: ``example`` (Dynamo's) at the sizes of its signature ``entry``
-    (None: the example's own, static ones). Tensors are normal floats or zero integers (valid indices
-    whatever they index), for the trace and the plan check; sizes stay as they are."""
+    (None: the example's own, static ones, and its strides: Inductor compiles for the strides it is shown
+    and asserts them at every call, and an input after a graph break may be a transposed view). Tensors
+    are normal floats or zero integers (valid indices whatever they index), for the trace and the plan
+    check; sizes stay as they are."""
     if not isinstance(example, torch.Tensor):
         return example if entry is None else entry
-    shape, dtype = entry if entry is not None else (example.shape, example.dtype)
     with unset_fake_temporarily():
-        if dtype.is_floating_point:
-            return torch.randn(shape, dtype=dtype, device=example.device)
-        return torch.zeros(shape, dtype=dtype, device=example.device)
+        if entry is None:
+            value = torch.empty_strided(example.shape, example.stride(), dtype=example.dtype, device=example.device)
+        else:
+            value = torch.empty(entry[0], dtype=entry[1], device=example.device)
+        return value.normal_() if value.dtype.is_floating_point else value.zero_()
 
 
 class ShapePlans:
@@ -325,7 +362,7 @@ class ShapePlans:
             return [o for o in outs if isinstance(o, torch.Tensor)]
 
         try:
-            traced = make_fx(at_these_sizes, decomposition_table=core_aten_decompositions())(
+            traced = make_fx(at_these_sizes, decomposition_table=frontend.decomposition_table())(
                 *[args[i] for i in positions])
         except Exception as err:  # noqa: BLE001 - a shape that cannot be traced runs the fallback
             raise _NoPlan(f"the graph could not be re-traced at input sizes {key} ({type(err).__name__}: "

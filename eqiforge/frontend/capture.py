@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 
 import torch
 import torch.fx as fx
+from torch._decomp import core_aten_decompositions
 from torch._functorch.aot_autograd import aot_export_module
 from torch._subclasses.fake_tensor import DataDependentOutputException, DynamicOutputShapeException
 from torch.export.graph_signature import InputKind
@@ -246,9 +247,10 @@ def _run_stage(path: str, stage: str, fn, written=()):
         raise _StageFailed(path, stage, err, written) from err
 
 
-def _decomposition_table():
-    """Core-ATen decompositions, but for the composites the IR has whole (``aten.KEEP_WHOLE``)."""
-    table = torch.export.default_decompositions()
+def decomposition_table() -> dict:
+    """Core-ATen decompositions, but for the composites the IR has whole (``aten.KEEP_WHOLE``: a
+    matrix-vector product stays one, so the algebra sees a product, not a multiply and a sum)."""
+    table = core_aten_decompositions()
     for op in aten.KEEP_WHOLE:
         table.pop(op, None)
     return table
@@ -264,7 +266,7 @@ def _by_export(flat: _Flat, inputs: tuple, _failures) -> _Traced:
     exported = _run_stage(path, "trace the program", lambda: torch.export.export(flat, inputs, strict=False))
     written = written_calls(exported.graph_module)
     program = _run_stage(path, "decompose it to core ATen (run_decompositions)",
-                         lambda: exported.run_decompositions(_decomposition_table()), written)
+                         lambda: exported.run_decompositions(decomposition_table()), written)
     signature = program.graph_signature
     state, names = {}, {}
     for spec in signature.input_specs:
@@ -282,7 +284,7 @@ def _by_aot(flat: _Flat, inputs: tuple, failures) -> _Traced:
     path = "AOTAutograd (aot_export_module)"
     with torch.no_grad():  # inference: no joint graph, outputs need no grad
         gm, signature = _run_stage(path, "trace the program", lambda: aot_export_module(
-            flat, list(inputs), trace_joint=False, decompositions=dict(_decomposition_table().items())))
+            flat, list(inputs), trace_joint=False, decompositions=decomposition_table()))
     named = dict(flat.named_parameters(remove_duplicate=False)) | dict(flat.named_buffers(remove_duplicate=False))
     state, names = {}, {}
     for placeholder, target in signature.inputs_to_parameters.items():
