@@ -194,7 +194,11 @@ class _Lowering:
         plan = build_plan(self.snap, selection.choice, self.graph, self.model, self.opts.fold_constants)
         plan.graph.verify()
         runner, source, notes = _lower(plan, self.input_names, self.bound, self.opts.backend, self.title, self.rulesets)
-        return plan, runner, source, unfused_attention(plan.graph) + notes
+        attention = {c for c, op in zip(self.snap.node_class, self.snap.node_op) if op == "AttentionK"}
+
+        def kernel_found(node: int) -> bool:  # the e-graph held an attention kernel for this plan node
+            return plan.eclass.get(node) in attention
+        return plan, runner, source, unfused_attention(plan.graph, kernel_found) + notes
 
     def checked(self, selection, plan, runner, source, notes, node_cost, examples):
         """The first of: this plan, plans extracted again without the e-nodes where a failing plan left the

@@ -10,6 +10,7 @@ import torch
 
 import eqiforge
 from eqiforge import examples, fused
+from eqiforge.lower.attention_notes import unfused_attention
 from test_end_to_end import assert_close
 
 B, H, S, D = 2, 2, 24, 16
@@ -157,6 +158,9 @@ def test_soft_capped_scores_stay_a_softmax_and_the_report_says_why():
     assert not attention_nodes(opt)
     (note,) = [n for n in opt.report.lowering_notes if "attention kernel" in n]
     assert "through Tanh" in note and "[2, 2, 24, 16]" in note
+    (chosen,) = unfused_attention(opt.plan.graph, kernel_found=lambda node: True)  # as if the cost model chose
+    assert chosen.endswith("the attention kernel was found, and predicted slower here than the products and "
+                           "the softmax")
     plain = eqiforge.optimize(VARIANTS["scale_multiplied"], inputs)
     assert not [n for n in plain.report.lowering_notes if "attention kernel" in n]
 

@@ -17,8 +17,10 @@ TAKEN = frozenset({"Add", "Mul", "Div", "Where", "Cast", "Reshape", "Expand", "P
 MAX_DEPTH = 8  # ops searched back from the softmax for the product q k^T
 
 
-def unfused_attention(graph: Graph) -> list[str]:
-    """One note per softmax-times-V product in ``graph`` (a plan's) that is not an attention kernel."""
+def unfused_attention(graph: Graph, kernel_found=lambda node: False) -> list[str]:
+    """One note per softmax-times-V product in ``graph`` (a plan's) that is not an attention kernel;
+    ``kernel_found(node)`` says whether the e-graph held one for that product (the cost model chose the
+    unfused form: on a CPU PyTorch's attention kernel can be slower than two products and a softmax)."""
     notes = []
     for i in graph.live_nodes():
         node = graph.nodes[i]
@@ -28,8 +30,9 @@ def unfused_attention(graph: Graph) -> list[str]:
         if probs.op == "Where":  # PyTorch's SDPA guards rows that are all -inf
             probs = graph.nodes[probs.inputs[2]]
         if probs.op == "RowReduceK" and probs.a.kind == "softmax":
-            notes.append(f"softmax(S) V of shape {list(node.shape)} is not one attention kernel: "
-                         f"{_why(graph, probs.inputs[0])}")
+            why = ("the attention kernel was found, and predicted slower here than the products and the softmax"
+                   if kernel_found(i) else _why(graph, probs.inputs[0]))
+            notes.append(f"softmax(S) V of shape {list(node.shape)} is not one attention kernel: {why}")
     return notes
 
 
@@ -42,7 +45,8 @@ def _why(graph: Graph, scores: int) -> str:
     if blockers:
         return (f"its scores pass through {', '.join(blockers)} between q k^T and the softmax (e.g. tanh "
                 "soft-capping); the attention kernel takes a constant scale, an additive bias and masks only")
-    return (f"its scores q k^T -> {' -> '.join(path)} are a form the attention rules do not match "
+    between = f" -> {' -> '.join(path)}" if path else ""
+    return (f"its scores q k^T{between} are a form the attention rules do not match "
             "(a scale that is not a constant, or a bias of another shape)")
 
 
