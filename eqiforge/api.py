@@ -174,7 +174,7 @@ def optimize_graph(graph, input_names, out_spec, opts: Options, timer: StageTime
         predicted_written=written_seconds(written, model.device) if written else 0.0,
         extraction_method=selection.method, extraction_cost=selection.cost, cost_model=model.name,
         ops_before=graph.op_counts(), ops_after=plan.graph.op_counts(), folded_constants=plan.folded,
-        lowering_notes=notes, validation=validation,
+        lowering_notes=notes, attention_notes=_attention_notes(snap, plan), validation=validation,
         repeated_blocks=shared.note if shared else "off (share_blocks=False)")
     specs = [(name, graph.nodes[i].shape, graph.nodes[i].dtype)
              for name in input_names for i in [_input_node(graph, name)]]
@@ -193,12 +193,7 @@ class _Lowering:
     def lower(self, selection):
         plan = build_plan(self.snap, selection.choice, self.graph, self.model, self.opts.fold_constants)
         plan.graph.verify()
-        runner, source, notes = _lower(plan, self.input_names, self.bound, self.opts.backend, self.title, self.rulesets)
-        attention = {c for c, op in zip(self.snap.node_class, self.snap.node_op) if op == "AttentionK"}
-
-        def kernel_found(node: int) -> bool:  # the e-graph held an attention kernel for this plan node
-            return plan.eclass.get(node) in attention
-        return plan, runner, source, unfused_attention(plan.graph, kernel_found) + notes
+        return (plan, *_lower(plan, self.input_names, self.bound, self.opts.backend, self.title, self.rulesets))
 
     def checked(self, selection, plan, runner, source, notes, node_cost, examples):
         """The first of: this plan, plans extracted again without the e-nodes where a failing plan left the
@@ -257,6 +252,15 @@ def _lower(plan, input_names, bound, backend, title, rulesets):
     runner = TritonPlan(plan, input_names, {**plan.graph.params, **(bound or {})}, list(bound or {}),
                         title=title, rulesets=rulesets)
     return runner, runner.source, runner.notes
+
+
+def _attention_notes(snap, plan) -> list[str]:
+    """Why each softmax(S) V of the plan is not one attention kernel (lower/attention_notes.py)."""
+    attention = {c for c, op in zip(snap.node_class, snap.node_op) if op == "AttentionK"}
+
+    def kernel_found(node: int) -> bool:  # the e-graph held an attention kernel for this plan node
+        return plan.eclass.get(node) in attention
+    return unfused_attention(plan.graph, kernel_found)
 
 
 def _input_node(graph, name: str) -> int:

@@ -22,7 +22,9 @@ class Report:
     ops_before: dict[str, int] = field(default_factory=dict)
     ops_after: dict[str, int] = field(default_factory=dict)
     folded_constants: int = 0
-    lowering_notes: list[str] = field(default_factory=list)  # e.g. kernels that fell back to PyTorch
+    lowering_notes: list[str] = field(default_factory=list)  # e.g. kernels that fell back to PyTorch (the
+    #                                                          runner's own list: it adds to it at run time)
+    attention_notes: list[str] = field(default_factory=list)  # why a softmax(S) V is not one attention kernel
     validation: str = ""  # what the plan check found and what was returned (empty: not checked)
     runs: str = "the plan"  # what a call runs: the plan, or the original program (and why)
     repeated_blocks: str = ""  # "N repeated blocks of M nodes optimized once", or why not (blocks.py)
@@ -76,8 +78,8 @@ class Report:
         ]
         if self.repeated_blocks and not self.repeated_blocks.startswith("no repeated blocks"):
             rows.append(("repeated blocks", self.repeated_blocks))
-        if self.lowering_notes:
-            rows.append(("lowering", "; ".join(self.lowering_notes)))
+        if self.lowering_notes or self.attention_notes:
+            rows.append(("lowering", "; ".join(self.lowering_notes + self.attention_notes)))
         if self.validation:
             rows.append(("plan check", self.validation))
         if self.runs != "the plan":
