@@ -325,7 +325,7 @@ class ShapePlans:
         key = signature([args[i] for i in self.dynamic])
         if key not in self.why:
             quiet = False
-            if key in self.cache.keys() or self.cache.builds < self.cache.capacity:
+            if self.cache.has_room(key):
                 try:
                     plan = self.cache.get(key)
                 except _NoPlan as err:

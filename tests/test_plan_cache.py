@@ -5,16 +5,26 @@ import torch
 from eqiforge.runtime.plan_cache import PlanCache, signature
 
 
-def test_a_plan_is_built_once_per_key_and_the_least_recently_used_is_evicted():
+def test_a_plan_is_built_once_per_key_and_no_more_than_capacity_are_built():
     built = []
     cache = PlanCache(build=lambda key: built.append(key) or f"plan{key}", capacity=2)
     assert cache.get(1) == "plan1" and cache.get(2) == "plan2" and cache.get(1) == "plan1"
-    assert built == [1, 2]
-    cache.get(3)  # evicts 2, the least recently used
-    assert cache.keys() == [1, 3] and cache.evictions == 1
-    cache.get(2)
-    assert built == [1, 2, 3, 2] and cache.builds == 4
-    assert cache.summary() == "2 plan(s) cached (capacity 2); 4 built, 2 evicted"
+    assert built == [1, 2] and cache.keys() == [1, 2] and 1 in cache and 3 not in cache
+    assert cache.has_room(1) and not cache.has_room(3)
+    with pytest.raises(ValueError, match="has_room"):
+        cache.get(3)
+    assert built == [1, 2] and cache.summary() == "2 plan(s) cached (capacity 2); 2 built"
+
+
+def test_a_failed_build_takes_no_room():
+    def build(key):
+        if key == "bad":
+            raise RuntimeError("no plan")
+        return key
+    cache = PlanCache(build=build, capacity=1)
+    with pytest.raises(RuntimeError):
+        cache.get("bad")
+    assert cache.has_room("good") and cache.get("good") == "good" and cache.builds == 1
 
 
 def test_signature_is_shapes_and_dtypes():

@@ -43,7 +43,7 @@ def test_past_the_caches_capacity_new_signatures_run_the_original_program():
     for rows in range(2, DEFAULT_CAPACITY + 2):
         x = torch.randn(rows, 3)
         torch.testing.assert_close(opt(x), x * 2.0 + 1.0)
-    assert opt.plans.builds == len(opt.plans) == DEFAULT_CAPACITY and opt.plans.evictions == 0
+    assert opt.plans.builds == len(opt.plans) == DEFAULT_CAPACITY
     calls.clear()
     with pytest.warns(UserWarning, match=f"past the {DEFAULT_CAPACITY} signatures this module builds plans for"):
         for rows in (20, 21, 20):

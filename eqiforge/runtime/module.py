@@ -99,9 +99,9 @@ class OptimizedModule(torch.nn.Module):
         if self.plans is None:
             self._static_error(leaves, tree)
         key = (tree, signature(leaves))
-        if key in self.plans.keys():
+        if key in self.plans:
             return self.plans.get(key)(*args, **kwargs)
-        if key in self._unplanned or self.plans.builds >= self.plans.capacity:
+        if key in self._unplanned or not self.plans.has_room(key):
             if key not in self._unplanned and not self._past_capacity:  # said once, for all later signatures
                 self._past_capacity = True
                 self._note(f"past the {self.plans.capacity} signatures this module builds plans for: calls at "
