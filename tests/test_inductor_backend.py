@@ -52,3 +52,26 @@ def test_a_plan_inductor_cannot_compile_runs_as_torch_code_and_says_why(monkeypa
     assert "Inductor could not compile the plan (RuntimeError: no kernel for this); it runs as EqiForge's torch " \
            "code" in opt.report.lowering_notes
     torch.testing.assert_close(opt(a, b, v), chain(a, b, v), rtol=1e-4, atol=1e-4)
+
+
+def test_inductors_cache_takes_a_plan_and_a_hit_binds_this_plans_own_weights(tmp_path, monkeypatch):
+    """The plan's graph is cacheable (it was bypassed: no shape environment), keyed by its tensors' shapes,
+    not their values: the same plan with other weights hits the cache and computes with the new weights."""
+    from torch._dynamo.utils import counters
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path))
+    x = torch.randn(16, 96)
+    results = []
+    for seed in (1, 2):
+        torch.manual_seed(seed)
+        w, bias = torch.randn(96, 96), torch.randn(96)
+
+        def plan(x):
+            return (torch.relu(x @ w + bias) * 2.0,)  # noqa: B023 - called in this iteration only
+        counters.clear()
+        run, graph = inductor_plan.inductor_compiled(plan, [x])
+        results.append(dict(counters["inductor"]))
+        torch.testing.assert_close(run(x)[0], plan(x)[0])
+        assert all(getattr(graph, n.target)._is_frozen_param for n in graph.graph.nodes if n.op == "get_attr")
+        assert not hasattr(w, "_is_frozen_param")  # the graph holds aliases: the caller's tensors are unmarked
+    assert results[0].get("fxgraph_cache_miss") == 1 and "fxgraph_cache_bypass" not in results[0]
+    assert results[1].get("fxgraph_cache_hit") == 1

@@ -8,14 +8,21 @@ Inductor's compiled graph, no Python between its kernels. The trace runs outside
 (its fake mode and tracing context), so ``optimize()`` and the torch.compile backend compile a plan the same
 way. Until ``compile`` is called, and where Inductor fails on the graph (``notes`` say why), the plan runs
 as the torch backend's code.
+
+Inductor's on-disk FX graph cache takes these graphs: the trace has a shape environment (static shapes), and
+the graph's tensors are marked as frozen parameters, so the cache key holds their shapes and dtypes, not their
+values, and a hit binds this graph's own tensors. A second process (or a model with other weights) compiling
+the same plan loads Inductor's code instead of generating and building it again (seconds per model).
 """
 from __future__ import annotations
 
 import torch
 from torch._inductor.compile_fx import compile_fx_inner
 from torch._inductor.decomposition import select_decomp_table
-from torch._subclasses.fake_tensor import unset_fake_temporarily
+from torch._inductor.freezing_utils import record_has_frozen_params
+from torch._subclasses.fake_tensor import FakeTensorMode, unset_fake_temporarily
 from torch.fx.experimental.proxy_tensor import make_fx
+from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
 from .torch_plan import TorchPlan
 
@@ -23,14 +30,31 @@ from .torch_plan import TorchPlan
 def inductor_compiled(fn, example_inputs: list):
     """``fn`` (tensors in, a tuple of tensors out) traced at ``example_inputs`` to an ATen graph with
     Inductor's decompositions and compiled by Inductor; returns ``run(*tensors) -> tuple`` and the graph."""
-    with unset_fake_temporarily(), torch._guards.tracing(None):
-        graph = make_fx(fn, decomposition_table=select_decomp_table(), tracing_mode="fake",
-                        _allow_non_fake_inputs=True)(*example_inputs)
-        compiled = compile_fx_inner(graph, list(example_inputs))
+    with unset_fake_temporarily():
+        fake_mode = FakeTensorMode(shape_env=ShapeEnv(), allow_non_fake_inputs=True)
+        with torch._guards.tracing(torch._guards.TracingContext(fake_mode)):
+            fakes = [fake_mode.from_tensor(t, static_shapes=True) for t in example_inputs]
+            graph = make_fx(fn, decomposition_table=select_decomp_table(), tracing_mode="fake",
+                            _allow_non_fake_inputs=True)(*fakes)
+            _freeze_constants(graph)
+            compiled = compile_fx_inner(graph, fakes)
 
     def run(*tensors):
         return tuple(compiled(list(tensors)))
     return run, graph
+
+
+def _freeze_constants(graph: torch.fx.GraphModule) -> None:
+    """Mark the graph's tensors (the plan's weights and folded constants) as frozen parameters, as Inductor's
+    freezing marks the weights it embeds: the cache keys them by metadata and binds them from the graph. Each
+    is an alias of the plan's tensor (same storage), so the user's parameters are not marked."""
+    for node in graph.graph.nodes:
+        tensor = getattr(graph, node.target, None) if node.op == "get_attr" else None
+        if isinstance(tensor, torch.Tensor):
+            alias = tensor.detach()
+            alias._is_frozen_param = True
+            setattr(graph, node.target, alias)
+    record_has_frozen_params(graph)
 
 
 class InductorPlan(TorchPlan):
