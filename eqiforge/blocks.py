@@ -1,9 +1,9 @@
 """Repeated blocks: a deep model's identical layers are saturated and extracted once.
 
 An LLM is K copies of one layer with different weights. ``find`` looks for them in the captured graph: every
-node gets a structural signature that ignores which parameter a Param leaf is (its shape and dtype count, and
-constants' values and facts), the compute nodes that read the program's inputs are listed in order (see
-``find``), and the longest run of K >= 2 equal periods of that list is taken as K blocks. The candidate is
+node gets a structural signature that ignores which parameter a Param leaf is and which call site an Extern
+is (its shape and dtype count, and constants' values and facts), the compute nodes that read the program's
+inputs are listed in order (see ``find``), and the longest run of K >= 2 equal periods of that list is taken as K blocks. The candidate is
 then checked exactly: each block reads only itself, the block before it (the residual stream, any number of
 tensors) and values from before the first block (shared ones, or its own: weights passed as inputs), all in
 the same places, and its parameters correspond one to one with the first block's. Anything else (the
@@ -148,11 +148,18 @@ def _signatures(graph: Graph, live: list[int], data: dict[int, bool]) -> dict[in
     sig: dict[int, int] = {}
     for i in live:
         n = graph.nodes[i]
-        attrs = () if n.op == "Param" else n.attrs
+        attrs = () if n.op == "Param" else _extern_call(graph, n) if n.op == "Extern" else n.attrs
         operands = tuple(-1 if data[j] else sig[j] for j in n.inputs)
         key = (n.op, attrs, n.shape, n.dtype, graph.facts.get(i, ()), operands)
         sig[i] = table.setdefault(key, len(table))
     return sig
+
+
+def _extern_call(graph: Graph, node) -> tuple:
+    """What an Extern computes, without its name (unique per call site: each layer's cache update is its own
+    ``cat``): the function, its non-tensor arguments and which of its outputs."""
+    call = graph.externs[node.attrs[0]]
+    return (repr(call.fn), repr(call.args), repr(sorted(call.kwargs.items())), *node.attrs[1:])
 
 
 def _longest_period(seq: np.ndarray) -> tuple[int, int, int, int] | None:
@@ -327,7 +334,7 @@ class _Piece:
     node_cost: list[float]
     choice: dict[int, int]
     to_program: dict[int, int]  # piece IR node -> program node
-    rename: dict[str, str] = field(default_factory=dict)  # parameter names of block 0 -> this copy's
+    rename: dict[str, str] = field(default_factory=dict)  # parameter and extern names of block 0 -> this copy's
 
 
 def optimize_once(graph: Graph, schedule, model, opts, timer, on_step=None) -> Shared:
@@ -346,7 +353,7 @@ def optimize_once(graph: Graph, schedule, model, opts, timer, on_step=None) -> S
             to_program = {b: blocks.mapping[k][i] for b, i in block_back.items()}
             to_program.update({b: blocks.entries[k][e] for b, e in entry_slot.items()})
             rename = {graph.nodes[i].attrs[0]: graph.nodes[blocks.mapping[k][i]].attrs[0]
-                      for i in blocks.mapping[0] if graph.nodes[i].op == "Param"}
+                      for i in blocks.mapping[0] if graph.nodes[i].op in ("Param", "Extern")}
             pieces.append(_Piece(bsnap, bcost, bsel.choice, to_program, rename))
         with timer("extract"):
             started = time.perf_counter() - bsel.seconds - rsel.seconds  # the selection's time: all extraction
@@ -429,8 +436,8 @@ def glue(pieces: list[_Piece], graph: Graph) -> tuple[Snapshot, list[float], dic
             attrs = s.node_attrs[n]
             if op == "Input" and attrs[0].startswith((ENTRY, GLUE)):
                 continue
-            if op == "Param":
-                attrs = (piece.rename.get(attrs[0], attrs[0]),)
+            if op in ("Param", "Extern"):  # this copy's own weights and calls
+                attrs = (piece.rename.get(attrs[0], attrs[0]), *attrs[1:])
             key = (op, attrs, tuple(class_id(p, k) for k in s.node_children[n]), class_id(p, s.node_class[n]))
             if key not in kept:
                 kept[key] = len(snap.node_op)

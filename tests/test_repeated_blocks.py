@@ -134,3 +134,35 @@ def test_layers_reading_values_computed_once_are_blocks():
     with torch.no_grad():
         for x in (inputs, (torch.randint(0, 128, (2, 8)),)):
             assert_close(opt(*x), program(*x))
+
+
+def layers_with_calls(*ops):
+    """Residual layers that each make a call EqiForge keeps whole (an Extern, named per call site, as each
+    GPT-2 layer's cache update is its own ``cat``): layer k calls ``ops[k]``."""
+    def program(x, w):
+        for op in ops:
+            h = op(F.layer_norm(x, (16,)), -1)
+            x = x + torch.relu(torch.softmax(h @ h.mT / 4, -1) @ h @ w) * 0.1
+        return x
+    gen = torch.Generator().manual_seed(len(ops))
+    return program, (torch.randn(2, 8, 16, generator=gen), torch.randn(16, 16, generator=gen))
+
+
+def test_layers_making_the_same_pytorch_call_are_blocks_and_each_makes_its_own():
+    program, inputs, cap = captured(layers_with_calls, torch.cumsum, torch.cumsum, torch.cumsum)
+    externs = [n.attrs[0] for n in cap.graph.nodes if n.op == "Extern"]
+    assert len(set(externs)) == 3
+    opt = optimized(cap, inputs)
+    assert opt.report.repeated_blocks.startswith("3 repeated blocks"), opt.report.repeated_blocks
+    assert sorted(n.attrs[0] for n in opt.plan.graph.nodes if n.op == "Extern") == sorted(externs)
+    with torch.no_grad():
+        for x in (inputs, fresh_like(inputs, 5)):
+            assert_close(opt(*x), program(*x))
+
+
+def test_a_layer_making_another_pytorch_call_is_not_a_copy():
+    _, _, cap = captured(layers_with_calls, torch.cumsum, torch.cumsum, torch.cumprod)
+    found, why = blocks.find(cap.graph)
+    assert found is not None and found.count == 2, why
+    cumprod = [i for i, n in enumerate(cap.graph.nodes) if n.op == "Extern" and "cumprod" in n.attrs[0]]
+    assert cumprod and not set(cumprod) & {i for nodes in found.nodes for i in nodes}
