@@ -128,6 +128,9 @@ def test_family_under_torch_compile_matches_eager_and_runs_a_plan(family):
     runs = [r.runs for r in dynamo.REPORTS[reports:]]
     assert runs and all(r == "the plan" or r.startswith("the original graph, compiled by Inductor") for r in runs)
     assert "the plan" in runs
+    for report in dynamo.REPORTS[reports:]:  # a plan that runs is Inductor's code, not the torch fallback
+        inductor = [n for n in report.lowering_notes if "Inductor" in n]
+        assert report.runs != "the plan" or inductor[-1].startswith("Inductor compiled the plan"), inductor
 
 
 @pytest.mark.parametrize("family", ["gpt2", "llama"])

@@ -52,6 +52,8 @@ def _freeze_constants(graph: torch.fx.GraphModule) -> None:
         tensor = getattr(graph, node.target, None) if node.op == "get_attr" else None
         if isinstance(tensor, torch.Tensor):
             alias = tensor.detach()
+            if isinstance(tensor, torch.nn.Parameter):  # the module takes only a Parameter in its place
+                alias = torch.nn.Parameter(alias, requires_grad=tensor.requires_grad)
             alias._is_frozen_param = True
             setattr(graph, node.target, alias)
     record_has_frozen_params(graph)
