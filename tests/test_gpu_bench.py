@@ -49,6 +49,15 @@ def test_export_writes_standalone_plans(plans):
         imports = {alias.name for node in body if isinstance(node, (ast.Import, ast.ImportFrom))
                    for alias in node.names}
         assert imports <= {"torch", "triton", "triton.language"}, (folder.name, imports)
+        inductor = json.loads((folder / "program.json").read_text())["inductor"]
+        assert (folder / "inductor").is_dir() == (inductor["runs"] == "the plan"), (folder.name, inductor)
+    inductor_plans = sorted(f.parent.parent.name for f in plans.glob("*/inductor/plan.py"))
+    assert {"transformer_layer_fp32", "low_rank_fp32"} <= set(inductor_plans), inductor_plans
+    for name in inductor_plans:  # PyTorch code and the torch-only helpers it calls: no egglog, no triton
+        body = ast.parse((plans / name / "inductor" / "plan.py").read_text()).body
+        imports = {node.module if isinstance(node, ast.ImportFrom) else alias.name
+                   for node in body if isinstance(node, (ast.Import, ast.ImportFrom)) for alias in node.names}
+        assert imports <= {"torch", "eqiforge.native"}, (name, imports)
 
 
 def test_dry_run_checks_every_plan_without_egglog(plans, tmp_path):
@@ -56,7 +65,9 @@ def test_dry_run_checks_every_plan_without_egglog(plans, tmp_path):
     assert done.returncode == 0, done.stdout + done.stderr
     report = json.loads(done.stdout.strip().splitlines()[-1])
     assert report["code"] == 0
-    assert set(report["eqiforge"]) <= {"eqiforge.examples", "eqiforge.errors"}, report["eqiforge"]
+    # the inductor plans' helpers: eqiforge.native and the torch-only modules it reads
+    assert set(report["eqiforge"]) <= {"eqiforge.examples", "eqiforge.errors", "eqiforge.native", "eqiforge.ops",
+                                       "eqiforge.kernel_semantics"}, report["eqiforge"]
     results = json.loads((tmp_path / "gpu_dry_run.json").read_text())
     assert len(results["programs"]) == len(list(plans.glob("*/program.json")))
     for name, r in results["programs"].items():
@@ -66,14 +77,21 @@ def test_dry_run_checks_every_plan_without_egglog(plans, tmp_path):
             assert r["max_rel_err"] is None and "CPU reference" in r["skipped"], (name, r)
         else:
             assert r["max_rel_err"] <= r["tolerance"]
-        assert set(r["ms"]) == {"eager", "compile", "max-autotune", "eqiforge"}, (name, r["ms"])
-        assert set(r["ratios"]) == {"eqiforge/eager", "eqiforge/compile", "eqiforge/max-autotune"}
+        assert set(r["ms"]) == {"eager", "compile", "max-autotune", "eqiforge", "eqiforge_inductor"}, (name, r["ms"])
+        assert set(r["ratios"]) == {"eqiforge/eager", "eqiforge/compile", "eqiforge/max-autotune",
+                                    "eqiforge_inductor/compile"}
+        if (plans / name / "inductor").is_dir():  # checked like the triton plan; compiled apart from the timing
+            assert r["max_rel_err_inductor_vs_eager"] <= r["tolerance"], (name, r)
+            assert (r["max_rel_err_inductor"] or 0.0) <= r["tolerance"] and "eqiforge_inductor" in r["compile_s"]
+        else:  # the backend runs the program compiled by Inductor: torch.compile's time
+            assert r["ms"]["eqiforge_inductor"] == r["ms"]["compile"]
+            assert r["skipped"]["eqiforge_inductor"].startswith("runs torch.compile's program: the original"), r
     assert results["programs"]["mlp_fp16"]["tflops"]  # GEMM-heavy: FLOPs recorded at export
     long = results["programs"]["attention_causal_s33_d16_bf16"]
     assert long["flops"] == 4 * 2 * 33 * 33 * 16  # QK^T and PV on the meta device (causal: SDPA counts all)
     header = (tmp_path / "gpu_dry_run.md").read_text().split("\n| program |")[1].splitlines()[0]
-    for column in ("correct", "max rel err", "eager ms", "compile ms", "max-autotune ms", "EqiForge ms", "/eager",
-                   "/compile", "/max-autotune"):
+    for column in ("correct", "max rel err", "eager ms", "compile ms", "max-autotune ms", "EqiForge ms",
+                   "EqiForge-inductor ms", "/eager", "/compile", "/max-autotune", "inductor plan /compile"):
         assert f"| {column} |" in header
     last_row = done.stdout.rstrip().splitlines()[-2]  # the table is printed last
     assert last_row.startswith("| attention_decode_") and "| yes |" in last_row

@@ -1,8 +1,15 @@
 """backend="inductor": EqiForge chooses the algebra, Inductor generates the code (issue 13 item 1)."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 import torch
 
 import eqiforge
+from eqiforge.examples import EncoderLayer
 from eqiforge.runtime import inductor_plan
 from eqiforge.runtime.inductor_plan import InductorPlan
 
@@ -76,3 +83,47 @@ def test_inductors_cache_takes_a_plan_and_a_hit_binds_this_plans_own_weights(tmp
         assert not hasattr(w, "_is_frozen_param")  # the graph holds aliases: the caller's tensors are unmarked
     assert results[0].get("fxgraph_cache_miss") == 1 and "fxgraph_cache_bypass" not in results[0]
     assert results[1].get("fxgraph_cache_hit") == 1
+
+
+EXPORTED = """
+import json, sys
+sys.modules["egglog"] = None
+import torch, importlib.util
+spec = importlib.util.spec_from_file_location("plan", sys.argv[1] + "/plan.py")
+plan = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(plan)
+params = torch.load(sys.argv[1] + "/params.pt", weights_only=True)
+check = torch.load(sys.argv[1] + "/check.pt", weights_only=True)
+compiled = torch.compile(plan.bind(params), backend="inductor", dynamic=False)
+with torch.no_grad():
+    errors = [(got - want).abs().max().item() for fn in (compiled, lambda *x: plan.forward(*x, params=params))
+              for got, want in zip(fn(*check["inputs"]), check["outputs"])]
+print(json.dumps({"errors": errors, "eqiforge": sorted(m for m in sys.modules if m.startswith("eqiforge"))}))
+"""
+
+
+def test_an_exported_inductor_plan_runs_compiled_by_inductor_without_egglog(tmp_path):
+    """What the GPU suite's inductor variant does on a machine without egglog: bind the exported code to its
+    tensors and hand it to torch.compile; it computes what the plan computes here."""
+    torch.manual_seed(0)
+    layer, x = EncoderLayer(d=32, heads=4, ffn=64).eval(), torch.randn(2, 8, 32)
+    opt = eqiforge.optimize(layer, (x,), backend="inductor", device="cpu")
+    opt.export(tmp_path, (x,))
+    source = (tmp_path / "plan.py").read_text()
+    assert "def bind(params):" in source and "import egglog" not in source
+    root = Path(__file__).resolve().parents[1]
+    done = subprocess.run([sys.executable, "-c", EXPORTED, str(tmp_path)], capture_output=True, text=True,
+                          timeout=300, env={**os.environ, "PYTHONPATH": str(root)}, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert max(result["errors"]) < 1e-4, result
+    assert result["eqiforge"] == ["eqiforge", "eqiforge.kernel_semantics", "eqiforge.native", "eqiforge.ops"]
+
+
+def test_a_plan_calling_pytorch_through_this_process_cannot_be_exported(tmp_path):
+    def program(x):
+        return torch.cumsum(x, -1) @ x.mT
+    opt = eqiforge.optimize(program, (torch.randn(8, 8),), backend="inductor", device="cpu",
+                            original_if_no_better=False)
+    with pytest.raises(eqiforge.EqiforgeError, match="the plan calls extern .*cannot be written as code"):
+        opt.export(tmp_path)

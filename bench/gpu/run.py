@@ -1,4 +1,5 @@
-"""Check and time exported EqiForge plans on a GPU: eager, torch.compile (default, max-autotune), EqiForge.
+"""Check and time exported EqiForge plans on a GPU: eager, torch.compile (default, max-autotune), EqiForge's
+triton plans and its inductor backend (its plan's PyTorch code compiled by Inductor here).
 
 The GPU machine has torch and triton but no egglog and no package registry, so this file imports only
 torch, triton and ``eqiforge.examples`` (to rebuild each program for eager and torch.compile). Plans come
@@ -11,14 +12,19 @@ from ``export_plans.py``, one folder each under ``bench/gpu/plans/``:
   seed) and what the optimizer reported (predicted time, e-graph size, kernels);
 - ``check.pt``: fingerprints of the weights and inputs (the seeded CPU generator must rebuild them exactly),
   the reference outputs (eager PyTorch in float32 on the exporting CPU; sampled elements of large outputs)
-  and the tolerance.
+  and the tolerance;
+- ``inductor/``: the inductor backend's plan (``plan.py`` of PyTorch code: ``bind(params)`` gives the plan
+  function, which ``torch.compile`` hands to Inductor, as the backend does; ``params.pt`` as above). Without
+  it, the backend runs the program compiled by Inductor (program.json's ``inductor.runs`` says why) and its
+  time is torch.compile's.
 
 A plan is correct when its largest relative error (largest |difference| over largest |reference|) is within
 the tolerance both against the recorded reference and against eager on this GPU (every element); programs
 exported without a reference (too large for the exporting CPU) are checked against eager here only. Times are
 ``triton.testing.do_bench`` medians in ms, each call on the next of several input sets. The work runs in
 three passes so that the time budget cuts the least important numbers: 1) every plan: check, time eager and
-EqiForge; 2) torch.compile (default) of every program; 3) max-autotune while the budget allows. Results are
+EqiForge; 2) torch.compile (default) of every program, then EqiForge's inductor backend; 3) max-autotune
+while the budget allows. Results are
 rewritten after every step, so a kill leaves the partial results: ``gpu.json`` and ``gpu.md`` in ``--out``;
 a short table is printed last.
 
@@ -51,6 +57,8 @@ PLANS = ROOT / "bench" / "gpu" / "plans"
 RESULTS = ROOT / "bench" / "results"
 BUILDERS = ("eqiforge.examples.", "torch.nn.")  # where program.json may name modules (neither pulls egglog)
 COMPILE_MODES = {"compile": {}, "max-autotune": {"mode": "max-autotune"}}
+INDUCTOR_PLAN = "eqiforge_inductor"  # the variant of EqiForge's inductor backend, timed after "compile"
+VARIANTS = ("compile", INDUCTOR_PLAN, "max-autotune")  # the compiling passes, in order
 FINGERPRINT_POINTS = 64
 NO_CUDA = ("run.py: no CUDA device here, nothing to time. Run bench/gpu/run.sh on a GPU machine "
            "(--dry-run-cpu checks the plans on a CPU under the Triton interpreter).")
@@ -147,7 +155,7 @@ def cpu_ms(fn, input_sets, calls: int = 3) -> float:
 def expected_seconds(variant: str, record: dict) -> float:
     """Budget a compile variant needs to start: a cold inductor compile of one of these programs takes
     ~5-30 s; max-autotune benchmarks GEMM configs on top, estimated from the default compile's time."""
-    if variant == "compile":
+    if variant in ("compile", INDUCTOR_PLAN):
         return 30.0
     return max(60.0, 4 * record["compile_s"].get("compile", 30.0))
 
@@ -221,30 +229,63 @@ class Session:
 
     def check_and_time_plan(self, prog: Program) -> None:
         """Load the standalone plan, compare its outputs with the reference and with eager, time it."""
-        name = f"eqiforge_plan_{prog.spec['entry']}"
-        loader = importlib.util.spec_from_file_location(name, prog.folder / "plan.py")
-        plan = sys.modules[name] = importlib.util.module_from_spec(loader)  # Triton's inspect finds it there
-        loader.loader.exec_module(plan)
-        state = prog.module.state_dict()
-        params = {key: t.to(self.device)
-                  for key, t in torch.load(prog.folder / "params.pt", weights_only=True).items()}
-        params.update({key: state[name] for key, name in prog.spec["params_from_module"].items()})
+        plan, params = self.load_plan(prog, prog.folder, prog.spec["params_from_module"])
 
         def call(inputs):
             return plan.forward(*inputs, params=params)
+        self.check(prog, call, "")
+        prog.record["ms"]["eqiforge"] = self.time_ms(call, prog.input_sets)
+
+    def check_and_time_inductor_plan(self, prog: Program) -> None:
+        """The inductor backend's plan: its code bound to its tensors, compiled by Inductor (the dry run: by
+        torch.compile's eager backend), checked like the triton plan, its first calls timed as compile_s."""
+        inductor = prog.spec.get("inductor", {})
+        if inductor.get("runs") != "the plan":  # the backend runs the program compiled by Inductor
+            prog.record["skipped"][INDUCTOR_PLAN] = f"runs torch.compile's program: {inductor.get('runs', '?')}"
+            if "compile" in prog.record["ms"]:
+                prog.record["ms"][INDUCTOR_PLAN] = prog.record["ms"]["compile"]
+            return
+        plan, params = self.load_plan(prog, prog.folder / "inductor", inductor["params_from_module"])
+        torch._dynamo.reset()
+        compiled = torch.compile(plan.bind(params), backend="eager" if self.dry else "inductor", dynamic=False)
+        start = time.perf_counter()
+        with torch.no_grad():
+            for inputs in prog.input_sets:
+                compiled(*inputs)
+        if not self.dry:
+            torch.cuda.synchronize()
+        prog.record["compile_s"][INDUCTOR_PLAN] = time.perf_counter() - start
+        self.check(prog, lambda inputs: compiled(*inputs), "_inductor")
+        prog.record["ms"][INDUCTOR_PLAN] = self.time_ms(lambda inputs: compiled(*inputs), prog.input_sets)
+
+    def load_plan(self, prog: Program, folder: Path, from_module: dict[str, str]):
+        """(plan module, its parameters on the device): the folded constants from params.pt, the weights from
+        the rebuilt program."""
+        name = f"eqiforge_plan_{prog.spec['entry']}_{folder.name}"
+        loader = importlib.util.spec_from_file_location(name, folder / "plan.py")
+        plan = sys.modules[name] = importlib.util.module_from_spec(loader)  # Triton's inspect finds it there
+        loader.loader.exec_module(plan)
+        state = prog.module.state_dict()
+        params = {key: t.to(self.device) for key, t in torch.load(folder / "params.pt", weights_only=True).items()}
+        params.update({key: state[name] for key, name in from_module.items()})
+        return plan, params
+
+    def check(self, prog: Program, call, suffix: str) -> None:
+        """``max_rel_err<suffix>`` against the recorded reference and ``max_rel_err<suffix>_vs_eager`` against
+        eager here; ``correct`` stays true only while every plan checked is within the tolerance."""
         first = prog.input_sets[0]
         with torch.no_grad():
             outs, eager = as_tuple(call(first)), as_tuple(prog.module(*first))
         rec = prog.record
-        rec["max_rel_err_vs_eager"] = max_rel_error(outs, [reference_of(e) for e in eager])
+        rec[f"max_rel_err{suffix}_vs_eager"] = max_rel_error(outs, [reference_of(e) for e in eager])
         if prog.check["reference"] is None:  # too large for the exporting CPU: eager on this GPU decides
-            rec["max_rel_err"] = None
+            rec[f"max_rel_err{suffix}"] = None
             rec["skipped"]["CPU reference"] = "too large to compute on the exporting CPU; checked against eager here"
         else:
-            rec["max_rel_err"] = max_rel_error(outs, prog.check["reference"])
-        rec["correct"] = max(e for e in (rec["max_rel_err"], rec["max_rel_err_vs_eager"]) if e is not None) \
+            rec[f"max_rel_err{suffix}"] = max_rel_error(outs, prog.check["reference"])
+        errors = (rec[f"max_rel_err{suffix}"], rec[f"max_rel_err{suffix}_vs_eager"])
+        rec["correct"] = rec["correct"] is not False and max(e for e in errors if e is not None) \
             <= prog.check["tolerance"]
-        rec["ms"]["eqiforge"] = self.time_ms(call, prog.input_sets)
 
     def time_compiled(self, prog: Program, variant: str) -> None:
         """torch.compile in ``variant``'s mode; the first calls (compiling) are timed apart, as compile_s."""
@@ -270,7 +311,7 @@ class Session:
                 self.attempt(prog, "eager", self.time_eager)
                 self.attempt(prog, "eqiforge", self.check_and_time_plan)
                 programs.append(prog)
-        for variant in COMPILE_MODES:
+        for variant in VARIANTS:
             for prog in programs:
                 need = expected_seconds(variant, prog.record)
                 if variant in skip:
@@ -278,6 +319,8 @@ class Session:
                 elif self.left() < need:
                     left = max(self.left(), 0)
                     prog.record["skipped"][variant] = f"time budget ({left:.0f} s left, ~{need:.0f} s needed)"
+                elif variant == INDUCTOR_PLAN:
+                    self.attempt(prog, variant, self.check_and_time_inductor_plan)
                 else:
                     self.attempt(prog, variant, lambda prog: self.time_compiled(prog, variant))
         self.save()
@@ -308,6 +351,8 @@ def derived(record: dict) -> dict:
     ms = record["ms"]
     ours = ms.get("eqiforge")
     ratios = {f"eqiforge/{v}": ours / ms[v] for v in ("eager", *COMPILE_MODES) if ours and ms.get(v)}
+    if ms.get(INDUCTOR_PLAN) and ms.get("compile"):
+        ratios["eqiforge_inductor/compile"] = ms[INDUCTOR_PLAN] / ms["compile"]
     tflops = {v: record["flops"] / (t * 1e-3) / 1e12 for v, t in ms.items() if record["flops"] and t}
     return {"ratios": ratios, "tflops": tflops}
 
@@ -334,17 +379,19 @@ COLUMNS = {
     "compile ms": lambda name, r: _num(r["ms"].get("compile"), ".3f"),
     "max-autotune ms": lambda name, r: _num(r["ms"].get("max-autotune"), ".3f"),
     "EqiForge ms": lambda name, r: _num(r["ms"].get("eqiforge"), ".3f"),
+    "EqiForge-inductor ms": lambda name, r: _num(r["ms"].get(INDUCTOR_PLAN), ".3f"),
     "/eager": lambda name, r: _num(r.get("ratios", {}).get("eqiforge/eager"), ".2f"),
     "/compile": lambda name, r: _num(r.get("ratios", {}).get("eqiforge/compile"), ".2f"),
     "/max-autotune": lambda name, r: _num(r.get("ratios", {}).get("eqiforge/max-autotune"), ".2f"),
+    "inductor plan /compile": lambda name, r: _num(r.get("ratios", {}).get("eqiforge_inductor/compile"), ".2f"),
     "TFLOP/s eager, EqiForge": lambda name, r: ", ".join(_num(r.get("tflops", {}).get(v), ".1f")
                                                          for v in ("eager", "eqiforge")) if r.get("flops") else "",
     "compile s": lambda name, r: ", ".join(f"{v} {s:.0f}" for v, s in r["compile_s"].items()),
     "kernels": lambda name, r: str(r.get("kernels", "-")),
     "notes": lambda name, r: _notes(r),
 }
-SHORT = ("program", "correct", "eager ms", "compile ms", "max-autotune ms", "EqiForge ms", "/eager", "/compile",
-         "/max-autotune")
+SHORT = ("program", "correct", "eager ms", "compile ms", "max-autotune ms", "EqiForge ms", "EqiForge-inductor ms",
+         "/eager", "/compile", "/max-autotune", "inductor plan /compile")
 
 
 def table(results: dict, columns=tuple(COLUMNS)) -> str:
@@ -362,6 +409,8 @@ def markdown(results: dict) -> str:
         f"{results['elapsed_s']:.0f} s of a {results['budget_s']:.0f} s budget.", "",
         f"Median ms per call (`triton.testing.do_bench`, inputs rotated over {results['input_sets']} sets); "
         "/eager, /compile, /max-autotune: EqiForge's time over theirs (< 1: EqiForge is faster); "
+        "EqiForge-inductor: the inductor backend's plan compiled by Inductor here (inductor plan /compile: its "
+        "time over torch.compile's); "
         "max rel err: against the eager float32 reference of the exporting CPU; vs eager here: against "
         "eager on this device; compile s: seconds of the first calls (excluded from the times).", "",
         table(results), ""])

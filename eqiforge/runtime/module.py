@@ -23,7 +23,7 @@ from .. import ops
 from ..errors import EqiforgeError
 from ..frontend.calls import TENSOR, CallSpec, flatten_call
 from .plan_cache import DEFAULT_CAPACITY, PlanCache, signature
-from .torch_plan import compile_function
+from .torch_plan import TorchPlan, compile_function, standalone_source
 
 log = logging.getLogger("eqiforge")
 
@@ -163,19 +163,22 @@ class OptimizedModule(torch.nn.Module):
         return getattr(self.runner, "source", self._source)
 
     def export(self, directory, example_inputs=None) -> Path:
-        """Write the plan as a standalone deployment: ``plan.py`` (the generated module, importing only torch
-        and triton), ``params.pt`` (its parameters) and ``meta.json`` (inputs and how to call it). With
-        ``example_inputs``, ``check.pt`` holds them and this module's outputs, to verify the plan elsewhere."""
-        params = getattr(self.runner, "params", None)
-        if params is None:
-            raise EqiforgeError("export needs the triton backend (backend='triton'): the torch backend's plan "
-                                "is generated code bound to objects of this process")
-        if self.runner.generated.externs:
+        """Write the plan as a standalone deployment: ``plan.py`` (the generated module: the triton backend's
+        imports only torch and triton; the torch and inductor backends' code imports torch and eqiforge.native,
+        no egglog, and ``torch.compile`` of its ``bind(params)`` is what the inductor backend runs),
+        ``params.pt`` (its parameters) and ``meta.json`` (inputs and how to call it). With ``example_inputs``,
+        ``check.pt`` holds them and this module's outputs, to verify the plan elsewhere."""
+        if isinstance(self.runner, TorchPlan):
+            params = {name: t.detach() for name, t in self.runner.named_buffers()}
+            source = standalone_source(self.runner.source, self.runner._helpers, list(params))
+        elif self.runner.generated.externs:
             raise EqiforgeError(f"the plan calls {sorted(self.runner.generated.externs)} which cannot be "
                                 "written as code; it can only run in this process")
+        else:
+            params, source = self.runner.params, self.source
         out = Path(directory)
         out.mkdir(parents=True, exist_ok=True)
-        (out / "plan.py").write_text(self.source)
+        (out / "plan.py").write_text(source)
         torch.save(params, out / "params.pt")
         meta = {"inputs": [{"name": n, "shape": list(s), "dtype": d} for n, s, d in self.input_specs],
                 "call": "plan.forward(*inputs, params=params)", "predicted_us": self.plan.predicted_seconds * 1e6,

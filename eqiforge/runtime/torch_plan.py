@@ -7,10 +7,12 @@ generated function (an instance attribute), so calling it costs one Python frame
 from __future__ import annotations
 
 import hashlib
+import importlib
 import linecache
 
 import torch
 
+from ..errors import EqiforgeError
 from ..lower.torch_code import TorchCode
 
 
@@ -50,3 +52,27 @@ class TorchPlan(torch.nn.Module):
     def __setstate__(self, state):
         super().__setstate__(state)
         self._bind()
+
+
+def standalone_source(source: str, helpers: dict, constants) -> str:
+    """The plan's code as a module of its own (what ``export`` writes for the torch and inductor backends):
+    ``bind(params)`` returns the plan function with its tensors bound, ``forward(*inputs, params=params)``
+    calls it. It imports torch and the torch-only helpers the code calls (eqiforge.native), never egglog;
+    a helper that is not importable by name (an extern call of this process) cannot be written."""
+    imports = []
+    for name, value in sorted(helpers.items()):
+        module, qualname = getattr(value, "__module__", None), getattr(value, "__qualname__", None)
+        if not (module and qualname and getattr(importlib.import_module(module), qualname, None) is value):
+            raise EqiforgeError(f"the plan calls {name} ({value!r}), which cannot be written as code; it can only "
+                                "run in this process")
+        imports.append(f"from {module} import {qualname}" + ("" if qualname == name else f" as {name}"))
+    lines = source.rstrip("\n").splitlines()
+    header = [line for line in lines[:next((k for k, line in enumerate(lines) if not line.startswith("#")),
+                                           len(lines))]]
+    body = [f"    {name} = params[{name!r}]" for name in constants]
+    body += [f"    {line}" if line else "" for line in lines[len(header):]] + ["    return plan"]
+    return "\n".join([
+        *header, '"""An EqiForge plan as PyTorch code: torch.compile(bind(params)) is what its inductor backend',
+        'runs; forward(*inputs, params=params) runs it as it is."""', "import torch", *imports, "", "",
+        "def bind(params):", '    """The plan function, reading the given parameters and folded constants."""', *body,
+        "", "", "def forward(*inputs, params):", "    return bind(params)(*inputs)", ""])
