@@ -84,24 +84,24 @@ def eqiforge_backend(gm, example_inputs, options: dict | None = None, **kwargs):
                            inference_compiler=_forward_compiler(live, fallback, max_shapes, frozen,
                                                                 state if freeze else None),
                            bw_compiler=_fallback_compiler(fallback, is_backward=True),
-                           decompositions=_decompositions(example_inputs))
+                           decompositions=_decompositions())
     return backend(gm, example_inputs)
 
 
-#: decompositions whose backward, as AOTAutograd derives it from the decomposed forward, is wrong in torch 2.13:
-#: a GPT-2 training step through SDPA's CPU flash decomposition gets gradients 9x off upstream of the attention
-#: (found by bisecting the core-ATen table with AOTAutograd and the graphs run as they are, no EqiForge)
-WRONG_IN_TRAINING = (torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default,)
+#: fused attention stays one PyTorch call (an extern of the plan) in every graph the backend takes. Inductor
+#: lowers it to its flash-attention kernel, which a decomposed attention compiled by Inductor does not match
+#: (a plain SDPA 1.22x torch.compile's time when decomposed, re-formed as two GEMMs and a softmax). And in
+#: training, the backward AOTAutograd derives from the CPU flash decomposition is wrong in torch 2.13: a GPT-2
+#: step got gradients 9x off upstream of the attention (found by bisecting the core-ATen table with
+#: AOTAutograd and the graphs run as they are, no EqiForge).
+KEPT_WHOLE = (torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default,)
 
 
-def _decompositions(example_inputs) -> dict:
-    """The frontend's decomposition table; where the graph will be differentiated (grad mode on and an
-    input requiring grad: AOTAutograd traces a joint graph) without the decompositions that break the
-    backward: the attention then stays one PyTorch call (an extern of the plan), with its own backward."""
+def _decompositions() -> dict:
+    """The frontend's decomposition table without the ops the backend keeps whole (KEPT_WHOLE)."""
     table = frontend.decomposition_table()
-    if torch.is_grad_enabled() and any(isinstance(t, torch.Tensor) and t.requires_grad for t in example_inputs):
-        for op in WRONG_IN_TRAINING:
-            table.pop(op, None)
+    for op in KEPT_WHOLE:
+        table.pop(op, None)
     return table
 
 

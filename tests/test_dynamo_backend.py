@@ -322,3 +322,17 @@ def test_a_graph_without_a_win_goes_to_inductor_as_written(monkeypatch):
     [report] = dynamo.REPORTS[before:]
     assert report.runs.startswith("the original graph, compiled by Inductor (the plan is predicted no faster")
     assert len(graphs) == 1 and "aten.erf.default" in graphs[0]  # the original graph, once; no plan compiled
+
+
+def test_fused_attention_stays_one_call_in_inference_too():
+    """Inductor lowers SDPA to its flash kernel: the backend keeps it whole (an extern of the plan) rather
+    than decomposing it into GEMMs and a softmax, which Inductor compiles into a slower program."""
+    def attend(q, k, v, w):
+        return torch.nn.functional.scaled_dot_product_attention(q, k, v) @ w @ w.T
+    q, k, v = (torch.randn(2, 4, 16, 8) for _ in range(3))
+    w = torch.randn(8, 8)
+    before = len(dynamo.REPORTS)
+    with torch.no_grad():
+        assert_close(torch.compile(attend, backend="eqiforge")(q, k, v, w), attend(q, k, v, w))
+    [report] = dynamo.REPORTS[before:]
+    assert report.ops_before.get("Extern") == 1 and "Exp" not in report.ops_before, report.ops_before
