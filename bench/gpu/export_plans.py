@@ -19,7 +19,7 @@ for the GPU lent to this project), and ``OptimizedModule.export`` writes the sta
   its weights taken from the rebuilt program too. Where that plan is predicted no better than the program,
   the backend runs the program compiled by Inductor: no folder, and program.json says why.
 
-    python bench/gpu/export_plans.py                     # the GPU suite -> bench/gpu/plans (about a minute)
+    python bench/gpu/export_plans.py                     # the GPU suite -> bench/gpu/plans (about 2 minutes)
     python bench/gpu/export_plans.py --tiny --out DIR    # tiny sizes, for the tests (run.py --dry-run-cpu)
 """
 from __future__ import annotations
@@ -119,6 +119,15 @@ def params_from_module(params: dict[str, torch.Tensor], module: torch.nn.Module)
     return found
 
 
+def keep_folded_only(path: Path, module: torch.nn.Module) -> dict[str, str]:
+    """Rewrite an exported params.pt without the parameters that equal a weight of ``module`` (run.py takes
+    those from the rebuilt program); returns which they are (``params_from_module``)."""
+    params = torch.load(path, weights_only=True)
+    from_module = params_from_module(params, module)
+    torch.save({k: v for k, v in params.items() if k not in from_module}, path)
+    return from_module
+
+
 def reference(module: torch.nn.Module, inputs) -> tuple[torch.Tensor, ...]:
     """Eager outputs in float32 (fp16 programs: from their fp16-rounded weights and inputs)."""
     with torch.no_grad():
@@ -141,9 +150,7 @@ def export(spec: dict, entry: Entry, folder: Path) -> dict:
     opt = eqiforge.optimize(module, inputs, backend="triton", device="H200", validate=False)
     seconds = time.perf_counter() - start
     opt.export(folder)
-    params = opt.runner.params
-    from_module = params_from_module(params, module)
-    torch.save({k: v for k, v in params.items() if k not in from_module}, folder / "params.pt")
+    from_module = keep_folded_only(folder / "params.pt", module)
     refs = [run.reference_of(o, REFERENCE_POINTS) for o in reference(module, inputs)] if entry.cpu_reference \
         else None
     tolerance = TOLERANCE[spec["dtype"]]
@@ -174,9 +181,7 @@ def export_inductor(module: torch.nn.Module, inputs, folder: Path) -> dict:
     if opt.report.runs != "the plan":
         return {"runs": opt.report.runs, "optimize_s": seconds}
     opt.export(folder / "inductor")
-    params = torch.load(folder / "inductor" / "params.pt", weights_only=True)
-    from_module = params_from_module(params, module)
-    torch.save({k: v for k, v in params.items() if k not in from_module}, folder / "inductor" / "params.pt")
+    from_module = keep_folded_only(folder / "inductor" / "params.pt", module)
     return {"runs": "the plan", "params_from_module": from_module, "optimize_s": seconds,
             "predicted_us": opt.report.predicted_after * 1e6}
 

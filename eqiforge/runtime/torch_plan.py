@@ -67,10 +67,10 @@ def standalone_source(source: str, helpers: dict, constants) -> str:
                                 "run in this process")
         imports.append(f"from {module} import {qualname}" + ("" if qualname == name else f" as {name}"))
     lines = source.rstrip("\n").splitlines()
-    header = [line for line in lines[:next((k for k, line in enumerate(lines) if not line.startswith("#")),
-                                           len(lines))]]
+    opening = next((k for k, line in enumerate(lines) if not line.startswith("#")), len(lines))
+    header, code = lines[:opening], lines[opening:]  # the provenance comments stay at the top
     body = [f"    {name} = params[{name!r}]" for name in constants]
-    body += [f"    {line}" if line else "" for line in lines[len(header):]] + ["    return plan"]
+    body += [f"    {line}" if line else "" for line in code] + ["    return plan"]
     return "\n".join([
         *header, '"""An EqiForge plan as PyTorch code: torch.compile(bind(params)) is what its inductor backend',
         'runs; forward(*inputs, params=params) runs it as it is."""', "import torch", *imports, "", "",
