@@ -20,8 +20,8 @@ from pathlib import Path
 import torch
 
 import eqiforge
-from measure import TOLERANCE, fresh_inputs, rel_error, steady_allocator, time_round_robin
-from run_cpu import SUITES
+from measure import TOLERANCE, rel_error, steady_allocator, time_round_robin
+from run_cpu import SUITES, fresh
 
 RESULTS = Path(__file__).resolve().parent / "results"
 #: variant -> how it is built from (program, example inputs)
@@ -66,7 +66,7 @@ def main() -> None:
         program, example = suite[name].make()
         variants = build(program, example, variants_run)
         with torch.no_grad():
-            samples = time_round_robin(variants, fresh_inputs(example, len(variants) + 1), args.repeats)
+            samples = time_round_robin(variants, fresh(example, len(variants) + 1), args.repeats)
         ms = {v: statistics.median(samples[v]) * 1e3 for v in variants_run}
         rows.append(f"| {name} | {'yes' if suite[name].algebraic_win else 'no'} | "
                     + " | ".join(f"{ms[v]:.3f}" for v in variants_run)
@@ -74,7 +74,8 @@ def main() -> None:
         print(rows[-1], flush=True)
     out = RESULTS / ("cpu_inductor.md" if args.suite == "algebra" else f"cpu_inductor_{args.suite}.md")
     command = " ".join(["python bench/inductor_cpu.py", *(f"--{k} {v}" for k, v in
-                        (("suite", args.suite), ("programs", args.programs), ("repeats", args.repeats)) if v)])
+                        (("suite", args.suite), ("programs", args.programs), ("variants", args.variants),
+                         ("repeats", args.repeats)) if v)])
     head = [f"# EqiForge + Inductor on the CPU ({datetime.datetime.now(datetime.timezone.utc).isoformat()})", "",
             f"{torch.get_num_threads()} threads, torch {torch.__version__}, median of {args.repeats} interleaved "
             f"calls, ms; allocator: {allocator}. `{command}`.", "",
