@@ -210,3 +210,41 @@ def test_ilp_time_limit_falls_back_to_greedy(big):
     sel = extract(*big, method="ilp", time_limit=1e-6)
     assert sel.method.startswith("ilp->greedy fallback: no solution within 1e-06 s")
     assert sel.choice == extract(*big, method="greedy").choice
+
+
+def test_ilp_answers_are_cached_and_the_same_problem_is_not_solved_again(tmp_path, monkeypatch):
+    from eqiforge.extract import api, cache
+    monkeypatch.setenv("EQIFORGE_CACHE_DIR", str(tmp_path))
+    snap, costs = random_snapshot(3, num_classes=40, back_edge=0.1)
+    first = extract(snap, costs, method="ilp")
+    assert len(list((tmp_path / "extract").glob("*.json"))) == 1
+
+    def unsolvable(*args, **kwargs):
+        raise AssertionError("solved again")
+    monkeypatch.setattr(api, "ilp_choice", unsolvable)
+    again = extract(snap, costs, method="ilp")
+    assert (again.choice, again.method, again.cost) == (first.choice, first.method, first.cost)
+    with pytest.raises(AssertionError, match="solved again"):  # other prices: another entry
+        extract(snap, [c * 2 for c in costs], method="ilp")
+    assert extract(snap, costs, method="greedy").method == "greedy"  # greedy is not cached (it is fast)
+    assert cache.key(snap, costs, snap.roots, 10.0) != cache.key(snap, costs, snap.roots, 5.0)
+
+
+def test_a_cached_choice_that_does_not_fit_the_snapshot_is_solved_again(tmp_path, monkeypatch):
+    from eqiforge.extract import cache
+    monkeypatch.setenv("EQIFORGE_CACHE_DIR", str(tmp_path))
+    snap, costs = make_snapshot(SHARED)
+    right = extract(snap, costs, method="ilp")
+    name = cache.key(snap, costs, snap.roots, 10.0)
+    cache.store(name, {0: 3}, "ilp")  # node 3 is not in e-class 0
+    assert extract(snap, costs, method="ilp").choice == right.choice
+    assert cache.load(name)[0] == right.choice  # rewritten
+
+
+def test_the_cache_can_be_turned_off(tmp_path, monkeypatch):
+    monkeypatch.setenv("EQIFORGE_CACHE_DIR", "off")
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    snap, costs = make_snapshot(SHARED)
+    extract(snap, costs, method="ilp")
+    assert not list(tmp_path.rglob("*.json"))

@@ -3,7 +3,8 @@
 The greedy extractor always runs: it is the answer for ``method="greedy"`` and the safety net for
 ``method="ilp"``, whose result is used only when the solver returns one in time that is no worse. Both are
 bounded: greedy's set work by a fixed count (see greedy), the ILP by the time limit, which counts greedy and
-building the model too. The method string says when a limit cut an answer short.
+building the model too. The method string says when a limit cut an answer short. The ILP's answers are
+kept on disk (cache.py): the same snapshot and prices are not solved twice, and get the same answer.
 """
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from collections.abc import Sequence
 
 from ..egraph.snapshot import Snapshot
 from ..errors import EqiforgeError
+from . import cache
 from .dag import Costs, Selection, dag_cost, solvable_classes, select
 from .greedy import greedy_choice
 from .ilp import ilp_choice
@@ -43,11 +45,21 @@ def extract(snap: Snapshot, node_cost: Costs, roots: Sequence[int] | None = None
         method = "ilp" if snap.num_nodes <= AUTO_ILP_MAX_NODES else "greedy"
     if method == "greedy":
         return select(snap, node_cost, fast, roots, f"greedy{cut}", started)
+    entry = cache.key(snap, node_cost, roots, time_limit)
+    stored = cache.load(entry)
+    if stored is not None:
+        try:
+            return select(snap, node_cost, stored[0], roots, stored[1], started)
+        except ValueError:
+            pass  # not a choice for this snapshot: solved again, and the entry rewritten
     exact, quality = ilp_choice(snap, node_cost, roots, solvable, time_limit, deadline=started + time_limit)
     fallback = _why_not_ilp(snap, node_cost, roots, exact, quality, fast)
     if fallback:
-        return select(snap, node_cost, fast, roots, f"ilp->greedy fallback{cut}: {fallback}", started)
-    return select(snap, node_cost, exact, roots, "ilp" if quality == "optimal" else f"ilp ({quality})", started)
+        chosen = select(snap, node_cost, fast, roots, f"ilp->greedy fallback{cut}: {fallback}", started)
+    else:
+        chosen = select(snap, node_cost, exact, roots, "ilp" if quality == "optimal" else f"ilp ({quality})", started)
+    cache.store(entry, chosen.choice, chosen.method)
+    return chosen
 
 
 def _why_not_ilp(snap: Snapshot, node_cost: Costs, roots: list[int], exact: dict[int, int] | None, quality: str,

@@ -1,0 +1,64 @@
+"""A disk cache of exact extraction: the same snapshot and prices give the same choice without solving again.
+
+The ILP is what makes a deep model's first optimization slow (one BERT layer's block: its 3 s time limit),
+and a solve stopped by its time limit depends on how fast the machine was that moment. An entry is keyed by
+everything the answer depends on (the snapshot's e-nodes, e-classes and roots, every price, the time limit
+and this format's version); a hit is used only after ``check_choice`` accepts it for this snapshot, so a
+corrupt or foreign entry is solved again. Directory: ``$EQIFORGE_CACHE_DIR``, else
+``$XDG_CACHE_HOME/eqiforge``, else ``~/.cache/eqiforge`` (``EQIFORGE_CACHE_DIR=off`` turns it off); a
+directory that cannot be written only means no caching.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+from ..egraph.snapshot import Snapshot
+from .dag import Costs
+
+VERSION = 1  # bump when what an entry means changes
+
+
+def directory() -> Path | None:
+    """Where entries live, or None when caching is off."""
+    chosen = os.environ.get("EQIFORGE_CACHE_DIR")
+    if chosen == "off":
+        return None
+    if chosen:
+        return Path(chosen) / "extract"
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "eqiforge" / "extract"
+
+
+def key(snap: Snapshot, node_cost: Costs, roots: Sequence[int], time_limit: float) -> str:
+    """The entry's name: a hash of everything the extraction's answer depends on (prices exactly, as hex)."""
+    text = repr((VERSION, snap.node_op, snap.node_attrs, snap.node_children, snap.node_class, list(roots),
+                 [float(c).hex() for c in node_cost], float(time_limit)))
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def load(name: str) -> tuple[dict[int, int], str] | None:
+    """(choice, method) stored under ``name``, or None."""
+    folder = directory()
+    try:
+        entry = json.loads((folder / f"{name}.json").read_text()) if folder else None
+        return ({int(c): int(n) for c, n in entry["choice"]}, str(entry["method"])) if entry else None
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def store(name: str, choice: dict[int, int], method: str) -> None:
+    """Write an entry whole (a temporary file renamed), or nothing where the directory is not writable."""
+    folder = directory()
+    if folder is None:
+        return
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        tmp = folder / f"{name}.{os.getpid()}.tmp"
+        tmp.write_text(json.dumps({"choice": sorted(choice.items()), "method": method}))
+        tmp.replace(folder / f"{name}.json")
+    except OSError:
+        pass
