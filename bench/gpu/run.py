@@ -247,16 +247,21 @@ class Session:
             return
         plan, params = self.load_plan(prog, prog.folder / "inductor", inductor["params_from_module"])
         torch._dynamo.reset()
-        compiled = torch.compile(plan.bind(params), backend="eager" if self.dry else "inductor", dynamic=False)
+        compiled = self.first_calls(prog, INDUCTOR_PLAN, torch.compile(
+            plan.bind(params), backend="eager" if self.dry else "inductor", dynamic=False))
+        self.check(prog, lambda inputs: compiled(*inputs), "_inductor")
+        prog.record["ms"][INDUCTOR_PLAN] = self.time_ms(lambda inputs: compiled(*inputs), prog.input_sets)
+
+    def first_calls(self, prog: Program, variant: str, compiled):
+        """Call ``compiled`` once per input set (it compiles at the first), timed as compile_s; returns it."""
         start = time.perf_counter()
         with torch.no_grad():
             for inputs in prog.input_sets:
                 compiled(*inputs)
         if not self.dry:
             torch.cuda.synchronize()
-        prog.record["compile_s"][INDUCTOR_PLAN] = time.perf_counter() - start
-        self.check(prog, lambda inputs: compiled(*inputs), "_inductor")
-        prog.record["ms"][INDUCTOR_PLAN] = self.time_ms(lambda inputs: compiled(*inputs), prog.input_sets)
+        prog.record["compile_s"][variant] = time.perf_counter() - start
+        return compiled
 
     def load_plan(self, prog: Program, folder: Path, from_module: dict[str, str]):
         """(plan module, its parameters on the device): the folded constants from params.pt, the weights from
@@ -290,14 +295,8 @@ class Session:
     def time_compiled(self, prog: Program, variant: str) -> None:
         """torch.compile in ``variant``'s mode; the first calls (compiling) are timed apart, as compile_s."""
         torch._dynamo.reset()  # each program compiles fresh, no recompile limits across programs
-        compiled = torch.compile(prog.module, **({"backend": "eager"} if self.dry else COMPILE_MODES[variant]))
-        start = time.perf_counter()
-        with torch.no_grad():
-            for inputs in prog.input_sets:
-                compiled(*inputs)
-        if not self.dry:
-            torch.cuda.synchronize()
-        prog.record["compile_s"][variant] = time.perf_counter() - start
+        compiled = self.first_calls(prog, variant, torch.compile(
+            prog.module, **({"backend": "eager"} if self.dry else COMPILE_MODES[variant])))
         prog.record["ms"][variant] = self.time_ms(lambda inputs: compiled(*inputs), prog.input_sets)
 
     def run(self, folders: list[Path], skip: dict[str, str]) -> None:
