@@ -3,11 +3,11 @@
 An LLM is K copies of one layer with different weights. ``find`` looks for them in the captured graph: every
 node gets a structural signature that ignores which parameter a Param leaf is and which call site an Extern
 is (its shape and dtype count, and constants' values and facts), the compute nodes that read the program's
-inputs are listed in order (see ``find``), and the longest run of K >= 2 equal periods of that list is taken as K blocks. The candidate is
-then checked exactly: each block reads only itself, the block before it (the residual stream, any number of
-tensors) and values from before the first block (shared ones, or its own: weights passed as inputs), all in
-the same places, and its parameters correspond one to one with the first block's. Anything else (the
-embedding, the final norm, the head) is the *rest*.
+inputs are listed in order (see ``find``), and the longest run of K >= 2 equal periods of that list is taken
+as K blocks. The candidate is then checked exactly: each block reads only itself, the block before it (the
+residual stream, any number of tensors) and values from before the first block (shared ones, or its own:
+weights passed as inputs), all in the same places, and its parameters correspond one to one with the first
+block's. Anything else (the embedding, the final norm, the head) is the *rest*.
 
 ``optimize_once`` saturates and extracts the first block as a graph of its own (inputs: what it reads from
 outside, outputs: what others read from it) and the rest as another, then glues the e-graphs into one

@@ -39,19 +39,19 @@ def extract(snap: Snapshot, node_cost: Costs, roots: Sequence[int] | None = None
     unsolvable = [r for r in roots if not solvable[r]]
     if unsolvable:
         raise EqiforgeError(f"root e-classes {unsolvable} have no acyclic term of finite cost to extract")
-    fast, tree_priced = greedy_choice(snap, node_cost)
-    cut = f" (work limit: {tree_priced} of {snap.num_nodes} e-nodes priced by tree cost)" if tree_priced else ""
     if method == "auto":
         method = "ilp" if snap.num_nodes <= AUTO_ILP_MAX_NODES else "greedy"
-    if method == "greedy":
-        return select(snap, node_cost, fast, roots, f"greedy{cut}", started)
-    entry = cache.key(snap, node_cost, roots, time_limit)
-    stored = cache.load(entry)
+    entry = cache.key(snap, node_cost, roots, time_limit) if method == "ilp" else None
+    stored = cache.load(entry) if entry else None
     if stored is not None:
         try:
             return select(snap, node_cost, stored[0], roots, stored[1], started)
         except ValueError:
             pass  # not a choice for this snapshot: solved again, and the entry rewritten
+    fast, tree_priced = greedy_choice(snap, node_cost)
+    cut = f" (work limit: {tree_priced} of {snap.num_nodes} e-nodes priced by tree cost)" if tree_priced else ""
+    if method == "greedy":
+        return select(snap, node_cost, fast, roots, f"greedy{cut}", started)
     exact, quality = ilp_choice(snap, node_cost, roots, solvable, time_limit, deadline=started + time_limit)
     fallback = _why_not_ilp(snap, node_cost, roots, exact, quality, fast)
     if fallback:
