@@ -240,11 +240,3 @@ def test_a_cached_choice_that_does_not_fit_the_snapshot_is_solved_again(tmp_path
     assert extract(snap, costs, method="ilp").choice == right.choice
     assert cache.load(name)[0] == right.choice  # rewritten
 
-
-def test_the_cache_can_be_turned_off(tmp_path, monkeypatch):
-    monkeypatch.setenv("EQIFORGE_CACHE_DIR", "off")
-    monkeypatch.setenv("HOME", str(tmp_path))
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-    snap, costs = make_snapshot(SHARED)
-    extract(snap, costs, method="ilp")
-    assert not list(tmp_path.rglob("*.json"))

@@ -12,7 +12,7 @@ from eqiforge.egraph import rulesets
 
 PACKAGE = Path(__file__).resolve().parent.parent / "eqiforge"
 # pipeline order; the shared core (ops, ir, errors) comes first and anything may import it
-ORDER = ["errors", "kernel_semantics", "ops", "fused", "native", "ir", "frontend", "egraph", "cost", "extract", "blocks", "lower", "runtime", "validate", "profiling", "report", "api",
+ORDER = ["paths", "errors", "kernel_semantics", "ops", "fused", "native", "ir", "frontend", "egraph", "cost", "extract", "blocks", "lower", "runtime", "validate", "profiling", "report", "api",
          "dynamo", "examples", "targets", "viz", "cli", "fuzz"]
 
 

@@ -10,22 +10,18 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import platform
 import time
 from pathlib import Path
 
 import torch
 
+from ..paths import cache_dir
 from .devices import Device
 
 #: the dtypes whose matmul rate is measured; others are priced at float32's
 MATMUL_DTYPES = ("float32", "float64", "bfloat16")
 VERSION = 2  # of the measurements: a change invalidates the cache
-
-
-def cache_dir() -> Path:
-    return Path(os.environ.get("EQIFORGE_CACHE_DIR") or Path.home() / ".cache" / "eqiforge")
 
 
 def machine_key() -> dict:

@@ -4,9 +4,8 @@ The ILP is what makes a deep model's first optimization slow (one BERT layer's b
 and a solve stopped by its time limit depends on how fast the machine was that moment. An entry is keyed by
 everything the answer depends on (the snapshot's e-nodes, e-classes and roots, every price, the time limit
 and this format's version); a hit is used only after ``check_choice`` accepts it for this snapshot, so a
-corrupt or foreign entry is solved again. Directory: ``$EQIFORGE_CACHE_DIR``, else
-``$XDG_CACHE_HOME/eqiforge``, else ``~/.cache/eqiforge`` (``EQIFORGE_CACHE_DIR=off`` turns it off); a
-directory that cannot be written only means no caching.
+corrupt or foreign entry is solved again. Entries live in the ``extract`` folder of EqiForge's cache
+(eqiforge/paths.py); a folder that cannot be written only means no caching.
 """
 from __future__ import annotations
 
@@ -14,23 +13,12 @@ import hashlib
 import json
 import os
 from collections.abc import Sequence
-from pathlib import Path
 
 from ..egraph.snapshot import Snapshot
+from ..paths import cache_dir
 from .dag import Costs
 
 VERSION = 1  # bump when what an entry means changes
-
-
-def directory() -> Path | None:
-    """Where entries live, or None when caching is off."""
-    chosen = os.environ.get("EQIFORGE_CACHE_DIR")
-    if chosen == "off":
-        return None
-    if chosen:
-        return Path(chosen) / "extract"
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base) / "eqiforge" / "extract"
 
 
 def key(snap: Snapshot, node_cost: Costs, roots: Sequence[int], time_limit: float) -> str:
@@ -42,9 +30,8 @@ def key(snap: Snapshot, node_cost: Costs, roots: Sequence[int], time_limit: floa
 
 def load(name: str) -> tuple[dict[int, int], str] | None:
     """(choice, method) stored under ``name``, or None."""
-    folder = directory()
     try:
-        entry = json.loads((folder / f"{name}.json").read_text()) if folder else None
+        entry = json.loads((cache_dir("extract") / f"{name}.json").read_text())
         return ({int(c): int(n) for c, n in entry["choice"]}, str(entry["method"])) if entry else None
     except (OSError, ValueError, KeyError, TypeError):
         return None
@@ -52,9 +39,7 @@ def load(name: str) -> tuple[dict[int, int], str] | None:
 
 def store(name: str, choice: dict[int, int], method: str) -> None:
     """Write an entry whole (a temporary file renamed), or nothing where the directory is not writable."""
-    folder = directory()
-    if folder is None:
-        return
+    folder = cache_dir("extract")
     try:
         folder.mkdir(parents=True, exist_ok=True)
         tmp = folder / f"{name}.{os.getpid()}.tmp"

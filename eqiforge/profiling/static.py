@@ -10,15 +10,15 @@ from pathlib import Path
 
 from ..cost.dataset import digest
 from ..lower.triton import static_resources
+from ..paths import cache_dir as cache_root
 from .measure import record_spec
 
-CACHE_DIR = Path.home() / ".cache" / "eqiforge" / "static"
 
-
-def cached_static_resources(rec: dict, arch: int = 90, cache_dir: Path = CACHE_DIR) -> dict:
-    """``{"n_regs", "n_spills", "shared", ...}`` of the record's kernel for sm_``arch``."""
+def cached_static_resources(rec: dict, arch: int = 90, cache_dir: Path | None = None) -> dict:
+    """``{"n_regs", "n_spills", "shared", ...}`` of the record's kernel for sm_``arch`` (cached in
+    ``cache_dir``, default the ``static`` folder of EqiForge's cache)."""
     spec, _ = record_spec(rec)
-    path = Path(cache_dir) / f"{digest(repr(spec), arch)}.json"
+    path = Path(cache_dir or cache_root("static")) / f"{digest(repr(spec), arch)}.json"
     if path.exists():
         return json.loads(path.read_text())
     resources = static_resources(spec, f"k{rec['key']}", arch)

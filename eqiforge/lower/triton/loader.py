@@ -1,7 +1,7 @@
 """Load generated Triton source as a Python module, and compile a kernel for a GPU target without a GPU.
 
 Triton's ``@triton.jit`` reads a kernel's source with ``inspect``, so generated text must live in a file:
-``load_module`` writes it to a cache directory (``$EQIFORGE_CACHE_DIR``, else ``~/.cache/eqiforge/kernels``)
+``load_module`` writes it to the ``kernels`` folder of EqiForge's cache (eqiforge/paths.py's, spelled out here)
 under a name keyed by the hash of the text, and imports it once per process.
 
 Under the interpreter (``TRITON_INTERPRET=1``, which must be set before triton is imported) the loaded
@@ -30,7 +30,7 @@ class StaticCompileUnavailable(RuntimeError):
 
 
 def cache_dir() -> Path:
-    path = Path(os.environ.get("EQIFORGE_CACHE_DIR") or Path.home() / ".cache" / "eqiforge" / "kernels")
+    path = Path(os.environ.get("EQIFORGE_CACHE_DIR") or Path.home() / ".cache" / "eqiforge") / "kernels"
     path.mkdir(parents=True, exist_ok=True)
     return path
 
