@@ -25,7 +25,7 @@ import torch
 
 from . import ops
 from .errors import EqiforgeError
-from .ir import Graph, run_node
+from .ir import Graph, evaluate, run_node
 
 #: a plan passes when its error against the program is at most this, relative to the output's largest
 #: magnitude; past it the float64 evaluation decides (``ROUNDING_FACTOR``)
@@ -195,7 +195,7 @@ class PlanCheck:
             why = slow_plans or f"{flops:.1e} FLOPs, over {RANDOM_CHECK_FLOPS:.0e}"
             self.inputs += f" only ({why}: no random-input run)"
         with torch.no_grad():
-            self.expected = [[evaluate_all(graph, f, None)[o] for o in graph.outputs] for _, f in self.feed_sets]
+            self.expected = [evaluate(graph, f) for _, f in self.feed_sets]
         self._float64: dict[int, list] = {}
 
     def __call__(self, runner) -> Verdict:

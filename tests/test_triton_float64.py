@@ -139,12 +139,16 @@ def f64(*shape):
 @pytest.mark.parametrize("split_k", [1, 2])
 def test_float32_product_with_a_float64_epilogue(split_k):
     """(a @ b) + bias64 as eager computes it: the product of float32 tiles in float32, the epilogue in float64.
-    Attention has no such template (its dots would mix dtypes): it runs in PyTorch."""
+    Attention has no such template (its dots would mix dtypes): it runs in PyTorch.
+
+    The operands are small integers, so every float32 product and partial sum is exact whatever order a
+    library sums in (float32 rounding would otherwise differ between the BLAS and the interpreter by ~1e-7);
+    a float64 bias that a float32 epilogue would round is then the only thing the 1e-12 bound can see."""
     torch.manual_seed(0)
     f32 = lambda *shape: Operand(shape, "float32")  # noqa: E731
     spec = GemmSpec(f32(32, 16), f32(16, 32), f64(32, 32), tile=Tile(16, 16, 16), split_k=split_k,
                     epilogue=("bin", "add", ("acc",), ("in", 0)), extras=(f64(1, 32),))
-    a, b, bias = torch.randn(32, 16), torch.randn(16, 32), randn(1, 32)
+    a, b, bias = torch.randint(-4, 5, (32, 16)).float(), torch.randint(-4, 5, (16, 32)).float(), randn(1, 32)
     out = build(spec, f"gemm_f32_f64_{split_k}")(torch.empty(32, 32, dtype=F64), a, b, bias)
     assert relative_error(out, (a @ b).double() + bias) <= 1e-12
     assert "acc = acc.to(tl.float64)" in render(spec, "g")
