@@ -48,7 +48,7 @@ from torch.fx.experimental.proxy_tensor import make_fx
 from . import api, frontend
 from .errors import EqiforgeError
 from .report import StageTimer
-from .runtime.inductor_plan import InductorPlan
+from .runtime.inductor_plan import InductorPlan, laid_out
 from .runtime.plan_cache import DEFAULT_CAPACITY, PlanCache, signature
 
 #: reports of the plans built in this process, newest last
@@ -170,28 +170,31 @@ def _static_plan(gm, example_inputs, opts: api.Options, fallback: str, weights: 
     if optimized is None:
         warnings.warn(f"eqiforge: {why}; the graph runs {FALLBACKS[fallback]}", stacklevel=3)
         return _fallback_compiler(fallback)(gm, example_inputs)
-    why = _accepted(optimized, examples, opts)
+    strides = _output_strides(gm)
+    why = _accepted(optimized, examples, opts, strides)
     if why:
         optimized.report.runs = f"the original graph, {FALLBACKS[fallback]} ({why})"
         return _fallback_compiler(fallback)(gm, example_inputs)
-    return _Selected(optimized.runner.forward, live, _output_strides(gm))
+    return _Selected(optimized.runner.forward, live, strides)
 
 
 def _output_strides(gm) -> list:
     """The strides of the graph's tensor outputs as AOTAutograd traced them (None where unknown). The
-    backward, compiled for the forward's saved tensors as traced, asserts them: a plan returning a
-    contiguous tensor where the traced forward returned a transposed view must give it that layout."""
+    backward, compiled for the forward's saved tensors as traced, asserts them, and AOTAutograd rebuilds
+    aliased outputs from them: a plan returning a transposed view where the traced forward returned a
+    contiguous tensor (a decoder's cache keys and values) must give it that layout. An inductor plan's
+    compiled graph writes them so itself; other plans' outputs are copied after the call."""
     (outputs,) = next(n for n in gm.graph.nodes if n.op == "output").args
     vals = [o.meta.get("val") if isinstance(o, torch.fx.Node) else None for o in outputs]
     return [tuple(v.stride()) if isinstance(v, torch.Tensor) else None for v in vals]
 
 
-def _accepted(optimized, examples: list, opts: api.Options) -> str | None:
-    """None when the plan is to run (an inductor plan is compiled now, at ``examples``), else why the
-    original graph runs instead: the plan is predicted no better."""
+def _accepted(optimized, examples: list, opts: api.Options, strides: list | None = None) -> str | None:
+    """None when the plan is to run (an inductor plan is compiled now, at ``examples``, its outputs in
+    ``strides`` where given), else why the original graph runs instead: the plan is predicted no better."""
     why = api._no_better(optimized) if opts.backend != "triton" and opts.original_if_no_better else None
     if why is None and isinstance(optimized.runner, InductorPlan):
-        optimized.runner.compile(examples)
+        optimized.runner.compile(examples, strides)
         optimized.report.lowering_notes += optimized.runner.notes
     return why
 
@@ -221,7 +224,7 @@ def _optimize(gm, examples: list, opts: api.Options, weights: dict | None = None
 
 class _Selected:
     """A plan as AOTAutograd's callable: the list of the graph's inputs in, the plan's outputs (its inputs:
-    those at ``live``) out."""
+    those at ``live``) out, each in its traced layout (``strides``)."""
 
     _boxed_call = True  # AOTAutograd passes the inputs as one list
 
@@ -232,13 +235,7 @@ class _Selected:
         outputs = self.run(*[args[i] for i in self.live])
         if self.strides is None:
             return outputs
-        return [o if s is None or o.stride() == s else _laid_out(o, s) for o, s in zip(outputs, self.strides)]
-
-
-def _laid_out(t: torch.Tensor, stride: tuple) -> torch.Tensor:
-    """``t``'s values in a tensor of ``stride``."""
-    out = torch.empty_strided(t.shape, stride, dtype=t.dtype, device=t.device)
-    return out.copy_(t)
+        return [o if s is None else laid_out(o, s) for o, s in zip(outputs, self.strides)]
 
 
 class ConstantWeights:

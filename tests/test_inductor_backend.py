@@ -41,6 +41,23 @@ def test_a_program_without_a_win_runs_compiled_by_inductor_as_written():
     torch.testing.assert_close(opt(x), gelu2(x))
 
 
+def test_outputs_come_in_the_asked_layout_from_the_compiled_graph_itself():
+    """A plan output that is a view (a transposed projection, where the program returned it contiguous) is
+    written in the asked layout by the kernel computing it: one graph, no copy after the call."""
+    x, w = torch.randn(16, 8), torch.randn(8, 32)
+
+    def heads(x, w):
+        return ((x @ w).view(2, 8, 4, 8).transpose(1, 2),)
+    want = heads(x, w)[0].contiguous()
+    run, graph = inductor_plan.inductor_compiled(heads, [x, w], output_strides=[want.stride()])
+    (out,) = run(x, w)
+    assert out.stride() == want.stride() and want.stride() != heads(x, w)[0].stride()
+    torch.testing.assert_close(out, want)
+    assert any(n.target == torch.ops.aten.mm.default for n in graph.graph.nodes)
+    (as_traced,) = inductor_plan.inductor_compiled(heads, [x, w])[0](x, w)  # no layout asked: the view's own
+    assert as_traced.stride() == heads(x, w)[0].stride()
+
+
 def test_the_inductor_backend_is_known_to_the_cli_options():
     with pytest.raises(eqiforge.EqiforgeError, match="available: \\['torch', 'triton', 'inductor'\\]"):
         eqiforge.optimize(torch.relu, (torch.randn(2),), backend="xla")

@@ -27,9 +27,13 @@ from torch.fx.experimental.symbolic_shapes import ShapeEnv
 from .torch_plan import TorchPlan
 
 
-def inductor_compiled(fn, example_inputs: list):
+def inductor_compiled(fn, example_inputs: list, output_strides: list | None = None):
     """``fn`` (tensors in, a tuple of tensors out) traced at ``example_inputs`` to an ATen graph with
-    Inductor's decompositions and compiled by Inductor; returns ``run(*tensors) -> tuple`` and the graph."""
+    Inductor's decompositions and compiled by Inductor; returns ``run(*tensors) -> tuple`` and the graph.
+    ``output_strides`` (None entries: any) are the layouts the outputs must have: a copy into that layout is
+    part of the graph, so Inductor writes the output there in the kernel that computes it."""
+    if output_strides is not None:
+        fn = _laying_out(fn, output_strides)
     with unset_fake_temporarily():
         fake_mode = FakeTensorMode(shape_env=ShapeEnv(), allow_non_fake_inputs=True)
         with torch._guards.tracing(torch._guards.TracingContext(fake_mode)):
@@ -42,6 +46,20 @@ def inductor_compiled(fn, example_inputs: list):
     def run(*tensors):
         return tuple(compiled(list(tensors)))
     return run, graph
+
+
+def laid_out(t: torch.Tensor, stride: tuple) -> torch.Tensor:
+    """``t``'s values in a tensor of ``stride`` (``t`` itself when it has it)."""
+    if t.stride() == tuple(stride):
+        return t
+    return torch.empty_strided(t.shape, stride, dtype=t.dtype, device=t.device).copy_(t)
+
+
+def _laying_out(fn, strides: list):
+    """``fn`` with its outputs in ``strides`` (None: as they come)."""
+    def run(*tensors):
+        return tuple(o if s is None else laid_out(o, s) for o, s in zip(fn(*tensors), strides))
+    return run
 
 
 def _freeze_constants(graph: torch.fx.GraphModule) -> None:
@@ -69,10 +87,11 @@ class InductorPlan(TorchPlan):
         super().__init__(code)
         self.notes: list[str] = ["not compiled by Inductor yet: it runs as EqiForge's torch code"]
 
-    def compile(self, example_inputs) -> None:
-        """Trace the plan at ``example_inputs`` and compile it; on a failure it stays the torch code."""
+    def compile(self, example_inputs, output_strides: list | None = None) -> None:
+        """Trace the plan at ``example_inputs`` and compile it, its outputs in ``output_strides`` when given
+        (see ``inductor_compiled``); on a failure it stays the torch code."""
         try:
-            self.forward, graph = inductor_compiled(self.torch_forward, list(example_inputs))
+            self.forward, graph = inductor_compiled(self.torch_forward, list(example_inputs), output_strides)
         except Exception as err:  # noqa: BLE001 - the torch code computes the same plan
             self.notes[:] = [f"Inductor could not compile the plan ({type(err).__name__}: {str(err).strip()[:200]}); "
                              f"it runs as EqiForge's torch code"]
