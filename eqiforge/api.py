@@ -53,6 +53,8 @@ class Options:
     progress: bool = False
     share_blocks: bool = True  # identical repeated blocks (a model's layers) are optimized once (blocks.py)
     shapes: str = "specialize"  # optimize(): a call at another input signature gets its own plan ("static": an error)
+    cache: bool = True  # saturations and exact extractions stored on disk are reused (egraph/cache.py,
+    #                     extract/cache.py); False computes them again (what ablations time)
 
     def __post_init__(self):
         if self.backend not in BACKENDS:
@@ -155,10 +157,12 @@ def optimize_graph(graph, input_names, out_spec, opts: Options, timer: StageTime
             snap, saturation, node_cost, selection = shared.result
         else:
             with timer("saturate"):
-                snap, saturation = sat.saturate(graph, schedule, on_step=on_step, assume_finite=opts.assume_finite)
+                snap, saturation = sat.saturate(graph, schedule, on_step=on_step, assume_finite=opts.assume_finite,
+                                                use_cache=opts.cache)
             with timer("extract"):
                 node_cost = model.predict(cost.snapshot_features(snap, opts.fold_constants))
-                selection = extract(snap, node_cost, method=opts.extractor, time_limit=opts.extract_seconds)
+                selection = extract(snap, node_cost, method=opts.extractor, time_limit=opts.extract_seconds,
+                                    use_cache=opts.cache)
     lowering = _Lowering(snap, graph, input_names, bound, model, opts, title, names)
     with timer("lower"):
         plan, runner, source, notes = lowering.lower(selection)
@@ -222,7 +226,8 @@ class _Lowering:
             for e in enodes:
                 costs[e] = math.inf
             try:
-                selection = extract(self.snap, costs, method=self.opts.extractor, time_limit=self.opts.extract_seconds)
+                selection = extract(self.snap, costs, method=self.opts.extractor, time_limit=self.opts.extract_seconds,
+                                    use_cache=self.opts.cache)
             except EqiforgeError as err:
                 history.append(f"no plan without them ({err})")
                 break

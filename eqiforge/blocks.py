@@ -375,10 +375,12 @@ def _optimize_piece(piece: Graph, schedule, model, opts, timer, on_step):
         if all(n.op in ("Input", "Param", "Fill") for n in piece.nodes):
             snap, saturation = _leaves_only(piece), SaturationReport()
         else:
-            snap, saturation = sat.saturate(piece, schedule, on_step=on_step, assume_finite=opts.assume_finite)
+            snap, saturation = sat.saturate(piece, schedule, on_step=on_step, assume_finite=opts.assume_finite,
+                                            use_cache=opts.cache)
     with timer("extract"):
         node_cost = list(model.predict(cost.snapshot_features(snap, opts.fold_constants)))
-        selection = extract(snap, node_cost, method=opts.extractor, time_limit=opts.extract_seconds)
+        selection = extract(snap, node_cost, method=opts.extractor, time_limit=opts.extract_seconds,
+                            use_cache=opts.cache)
     return snap, saturation, node_cost, selection
 
 

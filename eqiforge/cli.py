@@ -22,7 +22,8 @@ def _optimize(args) -> int:
     print(f"optimizing {args.example or args.target} ...", file=sys.stderr)
     opt = api.optimize(fn, inputs, rules=rules, limits=limits, extractor=args.extractor, device=args.device,
                        cost_model=args.cost_model, backend=args.backend, fold_constants=not args.no_fold,
-                       assume_finite=not args.no_assume_finite, validate=not args.no_validate, progress=True)
+                       assume_finite=not args.no_assume_finite, validate=not args.no_validate,
+                       cache=not args.no_cache, progress=True)
     print(opt.report.summary())
     print(f"{'output check':<19}  {_check(fn, opt, inputs)}")
     if args.show_plan:
@@ -88,6 +89,8 @@ def parser() -> argparse.ArgumentParser:
     o.add_argument("--no-assume-finite", action="store_true",
                    help="leave out rules exact for finite values only: NaN/inf as in eager (README)")
     o.add_argument("--no-validate", action="store_true", help="skip the plan check against the captured program")
+    o.add_argument("--no-cache", action="store_true",
+                   help="saturate and extract again, even where EqiForge's disk cache holds the answer")
     o.add_argument("--show-plan", action="store_true", help="print the chosen program")
     o.set_defaults(run=_optimize)
     sub.add_parser("rules", help="list rule sets and their rules").set_defaults(run=_rules)

@@ -71,7 +71,8 @@ class Report:
                                f"({self.speedup:.2f}x, {self.cost_model})"
                                + (f"; as written {self.predicted_written * 1e6:.1f} us" if self.predicted_written else "")),
             ("e-graph", f"{self.enodes} e-nodes, {self.eclasses} e-classes after {self.iterations} iterations"),
-            ("stopped because", self.stop_reason),
+            ("stopped because", self.stop_reason + (" (this saturation read from EqiForge's cache)"
+                                                    if self.saturation.from_cache else "")),
             ("extraction", f"{self.extraction_method}"),
             ("constants folded", str(self.folded_constants)),
             ("seconds per stage", ", ".join(f"{k} {v:.2f}" for k, v in self.stage_seconds.items())),

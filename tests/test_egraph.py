@@ -6,6 +6,7 @@ import pytest
 
 from eqiforge.egraph import rulesets
 from eqiforge.egraph import saturate as sat
+from eqiforge.egraph.report import Stop
 from eqiforge.errors import EqiforgeError
 from eqiforge.ir import Graph
 
@@ -31,9 +32,62 @@ def rules_dir(tmp_path, monkeypatch):
 def test_saturation_is_deterministic():
     """First in this file: tests below run egglog in this process, and a saturation forked after that can
     deadlock (egglog's worker threads are missing in the child), be killed and replayed."""
-    a, _ = sat.saturate(chain(5), None, sat.Limits())
-    b, _ = sat.saturate(chain(5), None, sat.Limits())
+    a, _ = sat.saturate(chain(5), None, sat.Limits(), use_cache=False)
+    b, _ = sat.saturate(chain(5), None, sat.Limits(), use_cache=False)
     assert (a.node_op, a.node_children, a.node_class, a.roots) == (b.node_op, b.node_children, b.node_class, b.roots)
+
+
+def same_egraph(a, b) -> bool:
+    return (a.node_op, a.node_attrs, a.node_children, a.node_class, a.class_shape, a.roots, a.bindings) == \
+        (b.node_op, b.node_attrs, b.node_children, b.node_class, b.class_shape, b.roots, b.bindings)
+
+
+def test_a_saturation_is_read_from_the_cache_the_second_time(tmp_path, monkeypatch):
+    monkeypatch.setenv("EQIFORGE_CACHE_DIR", str(tmp_path))
+    first, report = sat.saturate(chain(5), ["matmul"], sat.Limits())
+    assert not report.from_cache and len(list((tmp_path / "saturate").glob("*.pkl"))) == 1
+
+    def no_egglog(*args, **kwargs):
+        raise AssertionError("saturated again")
+    monkeypatch.setattr(sat, "_saturate_in_child", no_egglog)
+    seen = []
+    again, cached = sat.saturate(chain(5), ["matmul"], sat.Limits(), on_step=seen.append)
+    assert cached.from_cache and same_egraph(first, again)
+    assert cached.steps == report.steps == seen and cached.stop_reason == report.stop_reason
+    # anything egglog would run differently is another entry: the program, the rule sets, the schedule
+    for graph, rules, limits in [(chain(4), ["matmul"], sat.Limits()), (chain(5), ["matmul", "scalar"], sat.Limits()),
+                                 (chain(5), ["matmul"], sat.Limits(iterations=3))]:
+        with pytest.raises(AssertionError, match="saturated again"):
+            sat.saturate(graph, rules, limits)
+    with pytest.raises(AssertionError, match="saturated again"):
+        sat.saturate(chain(5), ["matmul"], sat.Limits(), use_cache=False)
+
+
+def test_a_constant_of_another_value_is_another_entry(tmp_path, monkeypatch):
+    monkeypatch.setenv("EQIFORGE_CACHE_DIR", str(tmp_path))
+
+    def scaled(value):
+        g = Graph()
+        x = g.input("x", (4, 4), "float32")
+        g.outputs = [g.add("Mul", (x, g.fill(value, (4, 4), "float32")))]
+        return g
+    sat.saturate(scaled(0.5), ["scalar"], sat.Limits())
+    _, report = sat.saturate(scaled(0.25), ["scalar"], sat.Limits())
+    assert not report.from_cache
+
+
+def test_runs_the_clock_cut_short_are_not_kept_and_damaged_entries_run_again(tmp_path, monkeypatch):
+    from eqiforge.egraph import cache
+    monkeypatch.setenv("EQIFORGE_CACHE_DIR", str(tmp_path))
+    _, report = sat.saturate(chain(10), ["matmul"], sat.Limits(seconds=1e-6))
+    assert report.stop_reason.kind == Stop.SECONDS
+    assert not (tmp_path / "saturate").exists()
+    sat.saturate(chain(3), ["matmul"], sat.Limits())
+    (entry,) = (tmp_path / "saturate").glob("*.pkl")
+    entry.write_bytes(b"not a pickle")
+    assert cache.load(entry.stem) is None
+    _, report = sat.saturate(chain(3), ["matmul"], sat.Limits())
+    assert not report.from_cache and cache.load(entry.stem) is not None  # stored again
 
 
 def test_unknown_ruleset_names_the_known_ones():

@@ -146,6 +146,20 @@ def test_ablation_defaults_to_the_rule_sets_optimize_uses(chain):
     assert row["predicted_us"] == pytest.approx(report.predicted_after * 1e6) and row["enodes"] == report.enodes
 
 
+def test_ablation_times_saturations_it_runs_itself(chain, tmp_path, monkeypatch):
+    """The table's seconds are the optimizer's cost: ablation neither reads nor fills the caches."""
+    monkeypatch.setenv("EQIFORGE_CACHE_DIR", str(tmp_path))
+    eqiforge.optimize(*chain, rules=["matmul"])  # stores this saturation
+    stored = sorted(p.name for p in tmp_path.rglob("*.pkl"))
+    assert stored
+    seen = []
+    from eqiforge.egraph import saturate as sat
+    real = sat.saturate
+    monkeypatch.setattr(sat, "saturate", lambda *a, **k: seen.append(k["use_cache"]) or real(*a, **k))
+    ablate(*chain, rules=["matmul"], mode="all", jobs=1)
+    assert seen == [False] and sorted(p.name for p in tmp_path.rglob("*.pkl")) == stored
+
+
 def test_ablation_is_deterministic_in_process_and_in_workers(chain, table):
     again = ablate(*chain, rules=RULES, mode="each", jobs=1)
     timings = ("saturate_s", "extract_s")

@@ -65,6 +65,7 @@ class SaturationReport:
     initial_eclasses: int = 0
     limits: dict = field(default_factory=dict)  # the schedule's limits, as a dict
     schedule: Schedule | None = None  # the schedule that ran (None: not run)
+    from_cache: bool = False  # read from the saturation cache (cache.py): what a run measured then
 
     @property
     def iterations(self) -> int:

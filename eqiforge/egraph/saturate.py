@@ -31,7 +31,7 @@ import egglog.bindings as eb
 from .. import ops
 from ..errors import EqiforgeError
 from ..ir import Graph
-from . import encode, rulesets, snapshot
+from . import cache, encode, rulesets, snapshot
 from .report import SaturationReport, StepStats, Stop, StopReason
 from .schedule import BackOff, Limits, Schedule, Step, default_schedule
 
@@ -134,19 +134,25 @@ def run(graph: Graph, rules: Schedule | list[str] | None, limits: Limits | None 
     Used directly by tests and by the replay after a killed child (``max_steps``: stop after that many
     steps). ``assume_finite=False`` leaves out the rules that hold for finite values only (see rulesets)."""
     schedule = as_schedule(rules, limits)
-    sets = rulesets.select(list(schedule.rulesets), assume_finite=assume_finite)
     start = time.perf_counter()
     egraph = eb.EGraph()
-    _execute(egraph, rulesets.schema_commands(), "loading rules/schema.egg")
-    for rs in sets:
-        _execute(egraph, rs.commands, f"loading rule set {rs.name}")
-    _execute(egraph, encode.encode(graph) + [_saturate(rulesets.ANALYSIS)], "adding the program")
+    for commands, what in _setup(graph, schedule, assume_finite):
+        _execute(egraph, commands, what)
     report = SaturationReport(limits=asdict(schedule.limits), schedule=schedule)
     report.initial_enodes, report.initial_eclasses = _size(egraph)
     runner = _Runner(egraph, schedule.limits, report, start, max_steps, on_step)
     report.stop_reason = _follow(schedule, runner)
     report.seconds = time.perf_counter() - start
     return egraph, report
+
+
+def _setup(graph: Graph, schedule: Schedule, assume_finite: bool) -> list[tuple[list, str]]:
+    """What egglog runs before the schedule, in order: (commands, what they do) for the schema, each rule set
+    and the program with its shapes."""
+    sets = rulesets.select(list(schedule.rulesets), assume_finite=assume_finite)
+    return [(list(rulesets.schema_commands()), "loading rules/schema.egg"),
+            *[(list(rs.commands), f"loading rule set {rs.name}") for rs in sets],
+            (encode.encode(graph) + [_saturate(rulesets.ANALYSIS)], "adding the program")]
 
 
 def _follow(schedule: Schedule, runner: _Runner) -> StopReason:
@@ -271,11 +277,28 @@ def _child(graph, schedule, max_steps, assume_finite, conn):
 
 def saturate(graph: Graph, rules: Schedule | list[str] | None, limits: Limits | None = None, *,
              on_step: Callable[[StepStats], None] | None = None, max_steps: int | None = None,
-             assume_finite: bool = True):
+             assume_finite: bool = True, use_cache: bool = True):
     """Saturate by a schedule (see ``as_schedule``) in a forked child under the hard limit; return
-    (Snapshot, SaturationReport)."""
+    (Snapshot, SaturationReport). With ``use_cache`` a run stored on disk for the same commands and schedule
+    is read instead (cache.py; ``report.from_cache`` says so), and this run is stored."""
     schedule = as_schedule(rules, limits)
-    rulesets.select(list(schedule.rulesets))  # fail early, in this process, on unknown names or bad rule files
+    # fails early, in this process, on unknown names or bad rule files
+    setup = _setup(graph, schedule, assume_finite)
+    entry = cache.key([c for commands, _ in setup for c in commands], schedule) \
+        if use_cache and max_steps is None else None
+    stored = cache.load(entry) if entry else None
+    if stored is not None:
+        for step in stored[1].steps if on_step else ():
+            on_step(step)
+        return stored
+    snap, report = _saturate_in_child(graph, schedule, on_step, max_steps, assume_finite)
+    if entry:
+        cache.store(entry, snap, report)
+    return snap, report
+
+
+def _saturate_in_child(graph: Graph, schedule: Schedule, on_step, max_steps: int | None, assume_finite: bool):
+    """(Snapshot, SaturationReport) of ``run`` in a forked child, killed at the hard limit (module docstring)."""
     limits = schedule.limits
     ctx = multiprocessing.get_context("fork")
     recv, send = ctx.Pipe(duplex=False)

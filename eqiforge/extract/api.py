@@ -25,12 +25,13 @@ AUTO_ILP_MAX_NODES = 20_000
 
 
 def extract(snap: Snapshot, node_cost: Costs, roots: Sequence[int] | None = None, method: str = "auto",
-            time_limit: float = 10.0) -> Selection:
+            time_limit: float = 10.0, use_cache: bool = True) -> Selection:
     """Pick the e-nodes that compute ``roots`` (default ``snap.roots``) at the least DAG cost.
 
     ``node_cost`` gives seconds per e-node (math.inf = never choose it). ``method`` is "greedy" (fast),
     "ilp" (exact if the solver proves it within ``time_limit`` seconds of extraction, else the better of its
     best and the greedy result) or "auto" (ilp for e-graphs up to AUTO_ILP_MAX_NODES e-nodes, greedy beyond).
+    ``use_cache``: an ILP answer stored on disk for the same snapshot and prices is used, a new one stored.
     """
     started = time.perf_counter()
     roots = list(snap.roots if roots is None else roots)
@@ -41,7 +42,7 @@ def extract(snap: Snapshot, node_cost: Costs, roots: Sequence[int] | None = None
         raise EqiforgeError(f"root e-classes {unsolvable} have no acyclic term of finite cost to extract")
     if method == "auto":
         method = "ilp" if snap.num_nodes <= AUTO_ILP_MAX_NODES else "greedy"
-    entry = cache.key(snap, node_cost, roots, time_limit) if method == "ilp" else None
+    entry = cache.key(snap, node_cost, roots, time_limit) if method == "ilp" and use_cache else None
     stored = cache.load(entry) if entry else None
     if stored is not None:
         try:
@@ -58,7 +59,8 @@ def extract(snap: Snapshot, node_cost: Costs, roots: Sequence[int] | None = None
         chosen = select(snap, node_cost, fast, roots, f"ilp->greedy fallback{cut}: {fallback}", started)
     else:
         chosen = select(snap, node_cost, exact, roots, "ilp" if quality == "optimal" else f"ilp ({quality})", started)
-    cache.store(entry, chosen.choice, chosen.method)
+    if entry:
+        cache.store(entry, chosen.choice, chosen.method)
     return chosen
 
 

@@ -11,11 +11,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from collections.abc import Sequence
 
 from ..egraph.snapshot import Snapshot
-from ..paths import cache_dir
+from ..paths import read_entry, write_entry
 from .dag import Costs
 
 VERSION = 1  # bump when what an entry means changes
@@ -30,20 +29,14 @@ def key(snap: Snapshot, node_cost: Costs, roots: Sequence[int], time_limit: floa
 
 def load(name: str) -> tuple[dict[int, int], str] | None:
     """(choice, method) stored under ``name``, or None."""
+    data = read_entry("extract", f"{name}.json")
     try:
-        entry = json.loads((cache_dir("extract") / f"{name}.json").read_text())
+        entry = json.loads(data) if data is not None else None
         return ({int(c): int(n) for c, n in entry["choice"]}, str(entry["method"])) if entry else None
-    except (OSError, ValueError, KeyError, TypeError):
+    except (ValueError, KeyError, TypeError):
         return None
 
 
 def store(name: str, choice: dict[int, int], method: str) -> None:
-    """Write an entry whole (a temporary file renamed), or nothing where the directory is not writable."""
-    folder = cache_dir("extract")
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        tmp = folder / f"{name}.{os.getpid()}.tmp"
-        tmp.write_text(json.dumps({"choice": sorted(choice.items()), "method": method}))
-        tmp.replace(folder / f"{name}.json")
-    except OSError:
-        pass
+    """Write an entry (see paths.write_entry)."""
+    write_entry("extract", f"{name}.json", json.dumps({"choice": sorted(choice.items()), "method": method}).encode())

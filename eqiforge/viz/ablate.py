@@ -67,11 +67,12 @@ def ablate(fn, example_inputs, rules=None, mode: str = "leave-one-out", jobs: in
            **options) -> AblationTable:
     """Optimize ``fn`` at ``example_inputs`` once per rule-set combination of ``mode`` over ``rules``
     (default: the rule sets ``eqiforge.optimize`` uses by default) in ``jobs`` processes; return the table.
-    ``options`` are those of ``eqiforge.optimize`` (limits, extractor, device, ...) except ``rules``."""
+    ``options`` are those of ``eqiforge.optimize`` (limits, extractor, device, ...) except ``rules``; the
+    saturation and extraction caches are off unless ``cache=True``: the table times them."""
     _check(mode, jobs, repeats)
     names = None if rules is None else [rs.name for rs in rulesets.select(list(rules))]
     runs = None if names is None else combinations(names, mode)  # bad names or too many sets: fail before work
-    opts = api.Options(**api.normalise_options(dict(options)))
+    opts = api.Options(**api.normalise_options({"cache": False, **options}))
     captured = frontend.capture(fn, example_inputs, fold_params=opts.fold_constants)
     done: dict[tuple[str, ...], dict] = {}
     if names is None:  # "all" is whatever optimize picks by default: learn it from that run
