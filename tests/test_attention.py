@@ -327,7 +327,8 @@ def test_rms_norm_then_linear_moves_the_normalisation_after_the_product():
         def forward(self, x):
             return self.lin(x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * self.w)
     fn, x = RMSLinear().eval(), torch.randn(4096, 1024)
-    opt = eqiforge.optimize(fn, (x,), backend="triton", device="H200")  # planned only: too big to interpret
+    opt = eqiforge.optimize(fn, (x,), backend="triton", device="H200", validate=False)  # planned only: too big to
+    #                                                                                      interpret
     g = opt.plan.graph
     kernels = [g.nodes[i] for i in g.live_nodes() if g.nodes[i].op in ("GemmK", "RowReduceK", "PointwiseK")]
     assert [k.op for k in kernels] == ["RowReduceK", "GemmK"]
@@ -370,10 +371,10 @@ def test_layer_norm_then_linear_normalises_in_the_gemm_epilogue():
     # planned at a transformer's size on the GPU lent to this project: the same plan, predicted faster
     fn = LayerNormLinear(1024, 1024).eval()
     x = torch.randn(4096, 1024)
-    fused_plan = eqiforge.optimize(fn, (x,), backend="triton", device="H200")
+    fused_plan = eqiforge.optimize(fn, (x,), backend="triton", device="H200", validate=False)  # planned only
     assert [(k.op, k.attrs[0] if k.op == "RowReduceK" else "") for k in _kernels(fused_plan)] == [
         ("RowReduceK", "moments"), ("GemmK", "")]
-    unfused = eqiforge.optimize(fn, (x,), backend="triton", device="H200",
+    unfused = eqiforge.optimize(fn, (x,), backend="triton", device="H200", validate=False,
                                 rules=[r for r in fused_plan.report.rulesets if r != "softmax"])
     assert [k.attrs[0] for k in _kernels(unfused) if k.op == "RowReduceK"] == ["layer_norm"]
     assert fused_plan.report.predicted_after < unfused.report.predicted_after
@@ -390,6 +391,7 @@ def test_decoding_attention_splits_the_key_axis():
         assert_close(opt(q, k, v), fn(q, k, v))
     assert len(attention_nodes(opt)) == 1
     assert "key axis split in 8 shares of 256 keys" in opt.source and "_combine_kernel[" in opt.source
-    prefill = eqiforge.optimize(fn, (torch.randn(1, 8, 2048, 64),) * 3, backend="triton", device="H200")
+    prefill = eqiforge.optimize(fn, (torch.randn(1, 8, 2048, 64),) * 3, backend="triton", device="H200",
+                                validate=False)  # its form is the point: 2048 queries interpret for a minute
     assert "combine" not in prefill.source  # 256 query tiles fill the SMs by themselves
 

@@ -212,7 +212,8 @@ def test_few_long_rows_reduce_in_two_stages(dtype):
         got, want = opt(a, b), fn(a.float(), b.float())
     tolerance = 1e-5 if dtype == torch.float32 else 2e-3
     assert got.dtype == dtype and (got.float() - want).abs().max() <= tolerance * want.abs().max()
-    many = eqiforge.optimize(fn, (torch.randn(4096, 8192), torch.randn(4096, 8192)), backend="triton", device="H200")
+    many = eqiforge.optimize(fn, (torch.randn(4096, 8192), torch.randn(4096, 8192)), backend="triton", device="H200",
+                            validate=False)  # the plan's form is the point; 4096 programs would take minutes here
     assert [n.shape for n in kernels(many) if n.op == "RowReduceK"] == [(4096, 1)]
 
 
