@@ -175,7 +175,8 @@ def _static_plan(gm, example_inputs, opts: api.Options, fallback: str, weights: 
     if why:
         optimized.report.runs = f"the original graph, {FALLBACKS[fallback]} ({why})"
         return _fallback_compiler(fallback)(gm, example_inputs)
-    return _Selected(optimized.runner.forward, live, strides)
+    laid_out_by_plan = isinstance(optimized.runner, InductorPlan) and optimized.runner.graph is not None
+    return _Selected(optimized.runner.forward, live, None if laid_out_by_plan else strides)
 
 
 def _output_strides(gm) -> list:
@@ -224,7 +225,8 @@ def _optimize(gm, examples: list, opts: api.Options, weights: dict | None = None
 
 class _Selected:
     """A plan as AOTAutograd's callable: the list of the graph's inputs in, the plan's outputs (its inputs:
-    those at ``live``) out, each in its traced layout (``strides``)."""
+    those at ``live``) out, each copied into its traced layout (``strides``; None: the plan's compiled graph
+    writes them so itself)."""
 
     _boxed_call = True  # AOTAutograd passes the inputs as one list
 
