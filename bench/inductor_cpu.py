@@ -1,6 +1,7 @@
 """EqiForge's algebra with Inductor's code generation, on the CPU: eager, torch.compile, torch.compile with the
 eqiforge backend, and eqiforge.optimize with its torch and inductor backends, side by side in one process
-(the measurement of bench/run_cpu.py: interleaved, shuffled, fresh inputs per call, medians).
+(the measurement of bench/run_cpu.py: interleaved, shuffled, fresh inputs per call, medians; ratios to
+torch.compile are medians of per-round ratios, which cancel the machine's drift).
 
     python bench/inductor_cpu.py                          # the algebra suite -> bench/results/cpu_inductor.md
     python bench/inductor_cpu.py --suite kernelbench      # -> bench/results/cpu_inductor_kernelbench.md
@@ -47,6 +48,11 @@ def build(program, example, names) -> dict:
     return variants
 
 
+def _paired(samples: dict, variant: str, base: str) -> float:
+    """Median over rounds of ``variant``'s time over ``base``'s in the same round (the machine's drift cancels)."""
+    return statistics.median(v / b for v, b in zip(samples[variant], samples[base]))
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--suite", choices=list(SUITES), default="algebra")
@@ -70,7 +76,7 @@ def main() -> None:
         ms = {v: statistics.median(samples[v]) * 1e3 for v in variants_run}
         rows.append(f"| {name} | {'yes' if suite[name].algebraic_win else 'no'} | "
                     + " | ".join(f"{ms[v]:.3f}" for v in variants_run)
-                    + "".join(f" | {ms[v] / ms['compile']:.2f}" for v in ratios) + " |")
+                    + "".join(f" | {_paired(samples, v, 'compile'):.2f}" for v in ratios) + " |")
         print(rows[-1], flush=True)
     out = RESULTS / ("cpu_inductor.md" if args.suite == "algebra" else f"cpu_inductor_{args.suite}.md")
     command = " ".join(["python bench/inductor_cpu.py", *(f"--{k} {v}" for k, v in
@@ -78,7 +84,7 @@ def main() -> None:
                          ("repeats", args.repeats)) if v)])
     head = [f"# EqiForge + Inductor on the CPU ({datetime.datetime.now(datetime.timezone.utc).isoformat()})", "",
             f"{torch.get_num_threads()} threads, torch {torch.__version__}, median of {args.repeats} interleaved "
-            f"calls, ms; allocator: {allocator}. `{command}`.", "",
+            f"calls, ms; ratios: median of per-round time ratios; allocator: {allocator}. `{command}`.", "",
             "| program | algebra | " + " | ".join(TITLES[v] for v in variants_run)
             + "".join(f" | {TITLES[v]} / torch.compile" for v in ratios) + " |",
             "|---" * (2 + len(variants_run) + len(ratios)) + "|"]
