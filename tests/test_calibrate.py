@@ -33,6 +33,30 @@ def test_measured_figures_are_plausible_for_a_cpu():
     assert 0 < f["view_us"] < 1000 and 0 < f["call_us"] < 1000
 
 
+def test_the_cpu_is_measured_as_programs_call_pytorch_even_inside_torch_compile(monkeypatch):
+    """Inside torch.compile's backend (where a plan is often first priced) AOTAutograd has PyTorch's Python
+    dispatcher on, which made every measured call ~10x dearer; the measurement turns it and any mode off."""
+    from torch._dynamo.backends.common import aot_autograd
+    seen = []
+
+    def spy():
+        seen.append((torch._C._dispatch_tls_is_dispatch_key_included(torch._C.DispatchKey.PythonDispatcher),
+                     len(torch.utils._python_dispatch._get_current_dispatch_mode_stack()),
+                     torch._C._get_dispatch_mode(torch._C._TorchDispatchModeKey.FAKE) is not None))
+        return dict(FIGURES)
+    monkeypatch.setattr(calibrate, "_measure_one_thread", spy)
+
+    def backend(gm, example_inputs):
+        inside = (torch._C._dispatch_tls_is_dispatch_key_included(torch._C.DispatchKey.PythonDispatcher),)
+        calibrate.measure()
+        seen.append(inside)
+        return gm.forward
+    torch.compile(lambda x: x * 2, backend=aot_autograd(fw_compiler=backend))(torch.randn(4))
+    measured, inside = seen
+    assert inside == (True,)  # what the measurement is shielded from
+    assert measured == (False, 0, False)
+
+
 def test_the_cpu_is_measured_once_per_machine_and_cached(fake_measure, tmp_path):
     first = get_device("cpu")
     again = get_device("CPU")
