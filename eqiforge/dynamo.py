@@ -4,7 +4,7 @@ Dynamo hands over an FX graph; AOTAutograd decomposes it to core ATen and splits
 The forward graph goes through the EqiForge pipeline, and the chosen plan is traced to an ATen graph and
 compiled by Inductor (``runtime/inductor_plan.py``): EqiForge's algebra, Inductor's fused kernels.
 ``options={"backend": "torch"}`` runs the plan as EqiForge's torch code instead. A plan predicted no better
-than the graph (``api._no_better``) gives Inductor the original graph (``Report.runs`` says which), so the
+than the graph (``api.no_better``) gives Inductor the original graph (``Report.runs`` says which), so the
 backend is never worse than torch.compile. The backward, and a forward EqiForge cannot take or fails on, is
 compiled by Inductor (``fallback="eager"``: runs as AOTAutograd built it, op by op). No failure of EqiForge
 fails the user's compile: it warns, saying why, and falls back.
@@ -193,7 +193,7 @@ def _output_strides(gm) -> list:
 def _accepted(optimized, examples: list, opts: api.Options, strides: list | None = None) -> str | None:
     """None when the plan is to run (an inductor plan is compiled now, at ``examples``, its outputs in
     ``strides`` where given), else why the original graph runs instead: the plan is predicted no better."""
-    why = api._no_better(optimized) if opts.backend != "triton" and opts.original_if_no_better else None
+    why = api.no_better(optimized, opts)
     if why is None and isinstance(optimized.runner, InductorPlan):
         optimized.runner.compile(examples, strides)
         optimized.report.lowering_notes += optimized.runner.notes
