@@ -112,6 +112,11 @@ def _fallback_compiler(fallback: str, is_backward: bool = False):
             try:  # decomposed again as Inductor expects (it lowers some core-ATen ops only after its own table)
                 decomposed = make_fx(gm, decomposition_table=select_decomp_table(), tracing_mode="symbolic",
                                      _allow_non_fake_inputs=True)(*example_inputs)
+                # make_fx keeps its ShapeEnv on the graph, and Inductor's cache key pickles the graph whole:
+                # that pickle differs per process, so the key never matched and every process compiled the
+                # graph anew (T5 encoder's first call: 7 s of codegen a warm cache would skip). Inductor
+                # takes the same ShapeEnv from the inputs' fake mode when the graph has none.
+                decomposed.shape_env = None
                 return compile_fx_inner(decomposed, example_inputs, is_backward=is_backward)
             except Exception as err:  # noqa: BLE001 - as for EqiForge: never fail the user's compile
                 warnings.warn(f"eqiforge: Inductor failed on this graph ({type(err).__name__}: {err}); it runs "

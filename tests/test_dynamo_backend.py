@@ -1,5 +1,9 @@
 """torch.compile(model, backend="eqiforge") as a drop-in: real models, failures that fall back, options,
 changing shapes (a plan per shape), and training with the backward compiled by Inductor."""
+import json
+import os
+import subprocess
+import sys
 import warnings
 
 import pytest
@@ -323,6 +327,30 @@ def test_a_graph_without_a_win_goes_to_inductor_as_written(monkeypatch):
     [report] = dynamo.REPORTS[before:]
     assert report.runs.startswith("the original graph, compiled by Inductor (the plan is predicted no faster")
     assert len(graphs) == 1 and "aten.erf.default" in graphs[0]  # the original graph, once; no plan compiled
+
+
+FALLBACK_COMPILE = """
+import json, warnings
+import torch
+from torch._dynamo.utils import counters
+import eqiforge
+warnings.simplefilter("ignore")
+
+def gelu2(x):
+    return torch.nn.functional.gelu(x) * 2.0
+torch.compile(gelu2, backend="eqiforge")(torch.randn(16, 16))
+print(json.dumps(dict(counters["inductor"])))
+"""
+
+
+def test_a_graph_given_to_inductor_as_written_is_taken_from_its_cache_in_the_next_process(tmp_path):
+    """The original graph's retrace carried its ShapeEnv, whose pickle differs per process, into Inductor's
+    cache key: a model whose plan did not run was compiled anew in every process."""
+    env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=str(tmp_path / "inductor"), EQIFORGE_CACHE_DIR=str(tmp_path))
+    counts = [json.loads(subprocess.run([sys.executable, "-c", FALLBACK_COMPILE], env=env, check=True,
+                                        capture_output=True, text=True).stdout.splitlines()[-1]) for _ in range(2)]
+    assert counts[0].get("fxgraph_cache_miss") == 1 and "fxgraph_cache_bypass" not in counts[0]
+    assert counts[1].get("fxgraph_cache_hit") == 1 and "fxgraph_cache_miss" not in counts[1]
 
 
 def test_a_plan_predicted_faster_by_less_than_min_gain_gives_inductor_the_original_graph():
