@@ -1,17 +1,41 @@
-"""Test-session setup: Triton kernels run under the Triton interpreter on this CPU-only machine.
+"""Test-session setup: the Triton interpreter, one cache folder per session, and the two tiers.
 
 TRITON_INTERPRET must be set before triton is first imported anywhere in the process, hence here.
+
+Caches: EqiForge's (saturations, extraction answers, this CPU's calibration, Triton modules) and Inductor's
+go to one fresh folder per test session, never the user's: no test reads what another run stored, and the
+tests of one session share what they compute (a saturation or an Inductor compile done once serves every
+test that asks for it again). Under pytest-xdist the folder is made by the controlling process, whose
+environment the workers inherit, so that all workers of a session share it (entries are written whole:
+``eqiforge/paths.py``; Inductor locks its own). Tests that need a cold cache point at their own tmp_path.
+
+Tiers: a test marked ``slow`` runs only when asked for (``-m slow``, or named on the command line as
+``file::test``); the default run, the README's test command, is the fast tier.
 """
 import os
+import shutil
 import sys
 import tempfile
 from pathlib import Path
 
 os.environ.setdefault("TRITON_INTERPRET", "1")
-# extraction answers are cached on disk (eqiforge/extract/cache.py): a fresh folder per session, so that no
-# test reads what another run stored, nor writes into the user's cache
-os.environ["EQIFORGE_CACHE_DIR"] = tempfile.mkdtemp(prefix="eqiforge-test-cache-")
+if "PYTEST_XDIST_WORKER" not in os.environ:  # a plain run, or xdist's controller: make the session's folder
+    _session = Path(tempfile.mkdtemp(prefix="eqiforge-tests-"))
+    os.environ["EQIFORGE_CACHE_DIR"] = str(_session / "eqiforge")
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(_session / "inductor")
 # plans are priced for a table device, so that what a test expects does not depend on this machine's measured
 # CPU figures (tests/test_calibrate.py tests the CPU device and the default that picks it)
 os.environ.setdefault("EQIFORGE_DEVICE", "H100")
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # helpers such as rule_cases, rulecheck
+
+
+def pytest_configure(config):
+    """Without ``-m``, run the fast tier: deselect tests marked slow, unless a test was named by its id."""
+    if not config.option.markexpr and not any("::" in arg for arg in config.args):
+        config.option.markexpr = "not slow"
+
+
+def pytest_unconfigure(config):
+    """The controller removes the session's cache folder (workers leave it to the controller)."""
+    if "_session" in globals():
+        shutil.rmtree(_session, ignore_errors=True)

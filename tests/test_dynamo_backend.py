@@ -57,6 +57,7 @@ def fresh_dynamo():
     torch._dynamo.reset()
 
 
+@pytest.mark.slow  # a Hugging Face family, like those of tests/test_hf_models.py
 def test_deberta_v2_matches_eager():
     transformers = pytest.importorskip("transformers")
     config = transformers.DebertaV2Config(
@@ -343,6 +344,7 @@ print(json.dumps(dict(counters["inductor"])))
 """
 
 
+@pytest.mark.slow  # two fresh processes, each compiling with Inductor on an empty cache
 def test_a_graph_given_to_inductor_as_written_is_taken_from_its_cache_in_the_next_process(tmp_path):
     """The original graph's retrace carried its ShapeEnv, whose pickle differs per process, into Inductor's
     cache key: a model whose plan did not run was compiled anew in every process."""

@@ -14,16 +14,19 @@ import torch
 from eqiforge.fuzz import programs, runner
 from eqiforge.fuzz.__main__ import main as fuzz_main
 
-#: the CI sample: 20 programs x 2 configurations in rotation (5 jobs per configuration) + 6 triton jobs
-SAMPLE = ["--programs", "20", "--per-program", "2", "--seed", "0", "--triton", "6", "--workers", "2"]
 
-
-def test_fixed_seed_sample_finds_nothing_wrong(tmp_path):
-    code = fuzz_main(SAMPLE + ["--out", str(tmp_path)])
+@pytest.mark.parametrize("count,triton", [
+    (4, 2),  # the default run: 4 programs x 2 configurations in rotation (one job per configuration) + 2 triton
+    pytest.param(20, 6, marks=pytest.mark.slow),  # 5 jobs per configuration + 6 triton jobs
+])
+def test_fixed_seed_sample_finds_nothing_wrong(tmp_path, count, triton):
+    sample = ["--programs", str(count), "--per-program", "2", "--seed", "0", "--triton", str(triton), "--workers", "2"]
+    code = fuzz_main(sample + ["--out", str(tmp_path)])
     summary = json.loads((tmp_path / "summary.json").read_text())
     failures = [f"{tmp_path / f['reproducer']}: {f['status']}: {f['detail']}" for f in summary["failures"]]
+    jobs = 2 * count + triton
     assert code == 0 and not failures, "\n".join(failures)
-    assert summary["jobs"] == 46 and summary["ok"] + summary["rejected"] == 46
+    assert summary["jobs"] == jobs and summary["ok"] + summary["rejected"] == jobs
     assert set(summary["by config"]) == set(runner.CONFIGS + runner.TRITON_CONFIGS)
     assert (tmp_path / "summary.md").read_text().startswith("# EqiForge fuzz summary")
 

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # the export optimizes and writes a dozen plans (~40 s on 2 cores)
+
 GPU = Path(__file__).resolve().parent.parent / "bench" / "gpu"
 
 # run.py as on the GPU machine: egglog cannot be imported; reports which eqiforge modules got loaded

@@ -60,6 +60,16 @@ FAMILIES = {
 }
 
 
+#: the families the default run optimizes (GPT-2 also reaches the capture's fallback path); the slow tier runs
+#: every family
+FAST = {"gpt2", "llama"}
+
+
+def families(fast=FAST) -> list:
+    """Every family as a test parameter, those outside ``fast`` marked slow."""
+    return [f if f in fast else pytest.param(f, marks=pytest.mark.slow) for f in FAMILIES]
+
+
 def ids(seed: int, length: int = SEQ) -> torch.Tensor:
     return torch.randint(0, VOCAB, (BATCH, length), generator=torch.Generator().manual_seed(seed))
 
@@ -94,7 +104,7 @@ def optimized(family: str):
     return _OPTIMIZED[family]
 
 
-@pytest.mark.parametrize("family", list(FAMILIES))
+@pytest.mark.parametrize("family", families())
 def test_family_as_it_comes_matches_eager_on_the_example_and_a_fresh_input(family):
     model, opt = optimized(family)
     products = sum(opt.report.ops_after.get(op, 0) for op in ("MatMul", "GemmK", "AttentionK"))
@@ -108,7 +118,7 @@ def test_family_as_it_comes_matches_eager_on_the_example_and_a_fresh_input(famil
     assert len(opt.shape_log) == plans  # the fresh input has the example's signature: the example's plan ran
 
 
-@pytest.mark.parametrize("family", list(FAMILIES))
+@pytest.mark.parametrize("family", families(fast={"llama"}))
 def test_family_under_torch_compile_matches_eager_and_runs_a_plan(family):
     """torch.compile(model, backend="eqiforge") with the default settings, in inference: every graph Dynamo
     makes gets an EqiForge plan (or Inductor compiles it as written where the plan is no better; never a
@@ -133,6 +143,7 @@ def test_family_under_torch_compile_matches_eager_and_runs_a_plan(family):
         assert report.runs != "the plan" or inductor[-1].startswith("Inductor compiled the plan"), inductor
 
 
+@pytest.mark.slow  # tests/test_dynamo_backend.py trains a small model through the backend in the default run
 @pytest.mark.parametrize("family", ["gpt2", "llama"])
 def test_training_under_torch_compile_gives_eagers_gradients(family):
     """A training step through the eqiforge backend (forward planned by EqiForge, backward by Inductor):
@@ -187,6 +198,7 @@ def greedy(step, prompt: torch.Tensor, tokens: int = 8) -> torch.Tensor:
         out = step(chosen[-1], cache=out.cache)
 
 
+@pytest.mark.slow  # a plan per decoding step; tests/test_shape_policy.py tests plans per signature by default
 @pytest.mark.parametrize("family", ["gpt2", "llama"])
 def test_greedy_decoding_with_the_cache_gives_eagers_tokens(family):
     model, opt = optimized(family)
