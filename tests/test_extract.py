@@ -123,6 +123,23 @@ def test_ilp_never_worse_than_greedy_and_exact_on_tiny_graphs():
         assert ilp.cost == pytest.approx(brute_force(snap, costs), abs=1e-12)
 
 
+@pytest.mark.parametrize("unit", [1e-6, 1.0, 1e3])
+def test_the_ilps_own_answer_is_optimal_whatever_the_unit_of_cost(unit):
+    """Costs are seconds, a cheap kernel's a microsecond: below HiGHS's absolute gap tolerance (1e-6), where it
+    declared optimal a plan 2% dearer than greedy's (a README example). The answer must not depend on the
+    unit; ilp_choice is called directly, so greedy's answer cannot cover for it."""
+    from eqiforge.extract.ilp import ilp_choice
+    for seed in range(30):
+        snap, costs = random_snapshot(seed, num_classes=4 + seed % 4, max_nodes=3)
+        costs = [c * unit for c in costs]
+        solvable = solvable_classes(snap, costs)
+        if not all(solvable[r] for r in snap.roots):
+            continue
+        choice, quality = ilp_choice(snap, costs, snap.roots, solvable, 10.0)
+        assert quality == "optimal"
+        assert dag_cost(snap, costs, choice, snap.roots) == pytest.approx(brute_force(snap, costs), rel=1e-9)
+
+
 def test_greedy_acyclic_with_many_zero_cost_cycles():
     # zero-cost nodes make ties and free cycles everywhere; every class is a root, and select() rejects cycles
     for seed in range(300):

@@ -17,7 +17,7 @@ from ..egraph.snapshot import Snapshot
 from ..paths import read_entry, write_entry
 from .dag import Costs
 
-VERSION = 1  # bump when what an entry means changes
+VERSION = 2  # bump when what an entry means changes (2: the ILP solved in units of the cheapest node)
 
 
 def key(snap: Snapshot, node_cost: Costs, roots: Sequence[int], time_limit: float) -> str:
