@@ -42,9 +42,9 @@ class Options:
     extract_seconds: float = 3.0  # extraction's time limit (greedy, then the ILP in what is left); past it the
     #                               better of the ILP's best and greedy's is used
     cost_model: str = "roofline"
-    device: str | None = None  # what the cost model prices for: a device table entry or "cpu" (measured);
-    #                            None: $EQIFORGE_DEVICE, else "cpu" for the torch backend on CPU tensors,
-    #                            else the default GPU
+    device: str | cost.Device | None = None  # what the cost model prices for: a device table entry, "cpu"
+    #                            (measured) or a Device; None: $EQIFORGE_DEVICE, else "cpu" for the torch
+    #                            backend on CPU tensors, else the default GPU
     fold_constants: bool = True  # inference: parameter-only sub-expressions are computed once
     assume_finite: bool = True  # rules exact only for finite values run (README: numerical contract)
     validate: bool = True  # the plan runs against the captured program before it is returned
@@ -149,6 +149,12 @@ def default_device(backend: str, tensors) -> str | None:
     return None
 
 
+def priced_device(opts: Options, graph, examples=None, bound=None):
+    """The device a plan of ``graph`` is priced for: the option, else $EQIFORGE_DEVICE, else the default."""
+    return opts.device or os.environ.get("EQIFORGE_DEVICE") or default_device(
+        opts.backend, [*(examples or []), *(bound or {}).values(), *graph.params.values()])
+
+
 def program_title(fn) -> str:
     """How generated code names the program: a function's qualified name (past any enclosing function's),
     a module's class."""
@@ -163,9 +169,7 @@ def optimize_graph(graph, input_names, out_spec, opts: Options, timer: StageTime
     inputs the plan is checked on (None: random ones)."""
     graph.verify()
     kernels = opts.backend == "triton"
-    device = opts.device or os.environ.get("EQIFORGE_DEVICE") or default_device(
-        opts.backend, [*(examples or []), *(bound or {}).values(), *graph.params.values()])
-    model = cost.get_cost_model(opts.cost_model, device, kernels=kernels)
+    model = cost.get_cost_model(opts.cost_model, priced_device(opts, graph, examples, bound), kernels=kernels)
     layers = ("algebra", "kernel") if kernels else ("algebra",)
     schedule = sat.default_schedule(None if opts.rules is None else list(opts.rules), opts.limits, layers)
     names = list(schedule.rulesets)

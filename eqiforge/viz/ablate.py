@@ -23,7 +23,7 @@ from itertools import combinations as choose
 
 import torch
 
-from .. import api, frontend
+from .. import api, cost, frontend
 from ..egraph import rulesets
 from ..errors import EqiforgeError
 from ..report import Report, StageTimer
@@ -74,6 +74,9 @@ def ablate(fn, example_inputs, rules=None, mode: str = "leave-one-out", jobs: in
     runs = None if names is None else combinations(names, mode)  # bad names or too many sets: fail before work
     opts = api.Options(**api.normalise_options({"cache": False, **options}))
     captured = frontend.capture(fn, example_inputs, fold_params=opts.fold_constants)
+    # resolved here, once: a worker runs one thread, and this CPU's calibration is per thread count, so
+    # workers left to resolve "cpu" priced their rows for another machine than this process's row
+    opts = replace(opts, device=cost.get_device(api.priced_device(opts, captured.graph, bound=captured.param_inputs)))
     done: dict[tuple[str, ...], dict] = {}
     if names is None:  # "all" is whatever optimize picks by default: learn it from that run
         report = optimize_captured(captured, opts).report
