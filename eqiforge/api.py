@@ -46,7 +46,7 @@ class Options:
     #                            (measured) or a Device; None: $EQIFORGE_DEVICE, else "cpu" for the torch
     #                            backend on CPU tensors, else the default GPU
     fold_constants: bool = True  # inference: parameter-only sub-expressions are computed once
-    assume_finite: bool = True  # rules exact only for finite values run (README: numerical contract)
+    assume_finite: bool = True  # rules exact only for finite values run (docs/numerics.md)
     validate: bool = True  # the plan runs against the captured program before it is returned
     original_if_no_better: bool = True  # torch/inductor: a plan predicted no faster runs the original program
     #                                     (inductor: the original compiled by Inductor)

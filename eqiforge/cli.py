@@ -87,7 +87,7 @@ def parser() -> argparse.ArgumentParser:
     o.add_argument("--seconds", type=float, default=8.0)
     o.add_argument("--no-fold", action="store_true", help="do not precompute parameter-only expressions")
     o.add_argument("--no-assume-finite", action="store_true",
-                   help="leave out rules exact for finite values only: NaN/inf as in eager (README)")
+                   help="leave out rules exact for finite values only: NaN/inf as in eager (docs/numerics.md)")
     o.add_argument("--no-validate", action="store_true", help="skip the plan check against the captured program")
     o.add_argument("--no-cache", action="store_true",
                    help="saturate and extract again, even where EqiForge's disk cache holds the answer")

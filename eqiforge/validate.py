@@ -12,7 +12,7 @@ between the e-graph and the user:
   chosen e-nodes where the plan's values first leave the program's, so they can be excluded and the
   e-graph extracted again.
 
-Numerical contract (README): for finite inputs whose program values are finite, a plan matches eager up
+Numerical contract (docs/numerics.md): for finite inputs whose program values are finite, a plan matches eager up
 to rounding. With ``assume_finite`` (the default) positions where the program is NaN/inf are not compared;
 without it they must be NaN/inf in the plan too, in the same places.
 """

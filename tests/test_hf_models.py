@@ -5,8 +5,6 @@ eager's; the rebuilt cache works when passed back to the eager model; greedy dec
 the optimized module gives eager's tokens (each step a new signature, so a new plan); under
 torch.compile(backend="eqiforge") every family runs EqiForge plans and matches eager."""
 import copy
-import re
-from pathlib import Path
 
 import pytest
 import torch
@@ -211,17 +209,3 @@ def test_greedy_decoding_with_the_cache_gives_eagers_tokens(family):
     new = opt.shape_log[plans:]
     assert len(new) == 7 and all("(expected 1 tensor inputs, got 3)" in n and "it runs" in n for n in new)
     assert opt.plans.builds == plans + 7
-
-
-def test_readme_example_of_structured_inputs_runs():
-    """The README's Hugging Face example, with a small Llama."""
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
-    section = readme[readme.index("### Structured inputs"):]
-    block = re.search(r"```python\n(.*?)```", section, re.S).group(1)
-    config = transformers.LlamaConfig(**COMMON, num_key_value_heads=2)
-    namespace = {"eqiforge": eqiforge, "transformers": transformers, "config": config, "input_ids": ids(5),
-                 "next_ids": ids(6, 1)}
-    with torch.no_grad():
-        exec(compile(block, "README.md", "exec"), namespace)
-        model = namespace["model"]
-        assert_outputs_close(namespace["step"], model(ids(6, 1), cache=model(ids(5)).cache))

@@ -230,3 +230,31 @@ def test_non_finite_constants_in_the_generated_module():
             got, want = opt(x), fn(x)
         got, want = (got, want) if isinstance(want, tuple) else ((got,), (want,))
         assert all(torch.equal(g, w) for g, w in zip(got, want, strict=True))  # exact: no arithmetic on inf
+
+
+def test_an_exported_triton_plan_runs_with_only_torch_and_triton(tmp_path):
+    """export() writes plan.py importing only torch and triton, its parameters and the call: loaded as a plain
+    module, it computes what the model computes (the GPU benchmark ships plans this way)."""
+    import ast
+    import importlib.util
+    import json
+    fn, inputs = examples.load("mlp")
+    opt = eqiforge.optimize(fn, inputs, backend="triton")
+    opt.export(tmp_path, inputs)
+    source = (tmp_path / "plan.py").read_text()
+    imports = {alias.name for node in ast.parse(source).body if isinstance(node, (ast.Import, ast.ImportFrom))
+               for alias in node.names}
+    assert imports <= {"torch", "triton", "triton.language"}, imports
+    assert json.loads((tmp_path / "meta.json").read_text())["call"] == "plan.forward(*inputs, params=params)"
+    spec = importlib.util.spec_from_file_location("exported_mlp_plan", tmp_path / "plan.py")
+    plan = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(plan)
+    params = torch.load(tmp_path / "params.pt")
+    fresh = fresh_like(inputs, 5)
+    with torch.no_grad():
+        (got,) = plan.forward(*fresh, params=params)
+        assert_close(got, fn(*fresh))
+    check = torch.load(tmp_path / "check.pt")  # to verify the plan on another machine: inputs, outputs
+    assert torch.equal(check["inputs"][0], inputs[0])
+    with torch.no_grad():
+        assert_close(check["outputs"][0], fn(*inputs))

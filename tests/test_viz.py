@@ -185,7 +185,7 @@ def test_ablation_files(table, tmp_path):
     assert markdown[2].startswith("| combination | e-nodes |") and len(markdown) == 3 + 1 + 4
     fig = table.plot()
     assert png_size(paths["chart"]) == pixels(fig) == (1200, 288)
-    assert [ax.get_title() for ax in fig.axes] == ["Predicted plan time (dashed: as written, "
+    assert [ax.get_title() for ax in fig.axes] == ["Predicted plan time (dashed: the program as captured, "
                                                    f"{table.rows[0]['predicted_us']:.1f} us)", "E-graph size"]
     assert fig.axes[0].get_xlabel().startswith("predicted plan time (us)")
     assert [t.get_text() for t in fig.axes[0].get_yticklabels()] == [r["combination"] for r in table.rows]
