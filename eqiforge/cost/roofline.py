@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 
-from .. import native, ops
+from .. import fused, native, ops
 from .devices import Device, get_device
 from .features import NodeFeatures
 
@@ -94,6 +94,9 @@ class RooflinePrior:
             return math.inf
         k = f.in_shapes[0][-2] if layout_a == "T" else f.in_shapes[0][-1]
         compute = self._matmul_seconds(f, k, (block_m, block_n, block_k, stages), split_k)
+        # the epilogue runs on the vector units after the main loop, once per output element: what makes a
+        # row statistic cheaper computed once per row (in a reduction's epilogue) than once per element here
+        compute += ops.numel(f.out_shape) * fused.flops_per_element(attrs.epilogue) / (self.device.vector_tflops * 1e12)
         partials = 2.0 * split_k * ops.numel(f.out_shape) * 4 if split_k > 1 else 0.0
         launches = 2 if split_k > 1 else 1
         memory += partials / (self.device.mem_bw_gbs * 1e9)

@@ -11,14 +11,14 @@ import triton.language as tl
 
 # ----------------------------------------------------------------------------------------------------
 # gemm0
-# GEMM (16, 8) x (16, 8) -> (16, 16), epilogue mul(acc, 0.125)
+# GEMM (16, 8) x (16, 8) -> (16, 16), epilogue acc
 # rule sets (inferred from its form): fusion, layout, tiling
 # predicted: 4.06 us
 #
 # GEMM out[16, 16] float32 = epilogue(A @ B): batch 1, M=16, N=16, K=8
 # A: [16, 8] float32; B: [16, 8] float32 (read transposed)
 # tile: BLOCK_M=16 BLOCK_N=16 BLOCK_K=32 GROUP_M=8, num_warps=2 num_stages=2, split_k=1
-# epilogue: mul(acc, 0.125) -> float32
+# epilogue: acc -> float32
 # memory traffic: 2,048 B
 #   reads  A 512 B, B 512 B
 #   writes out 1,024 B
@@ -75,14 +75,13 @@ def gemm0_kernel(
         acc = tl.dot(a, b, acc, input_precision=DOT_PRECISION)
         a_ptrs += BLOCK_K * stride_a_k
         b_ptrs += BLOCK_K * stride_b_k
-    # epilogue in float32: mul(acc, 0.125), stored as float32
-    e0 = acc * 0.125
+    # epilogue in float32: acc, stored as float32
     out_ptrs = out_ptr + offs_m[:, None] * stride_out_m + offs_n[None, :] * stride_out_n
-    tl.store(out_ptrs, e0, mask=mask)
+    tl.store(out_ptrs, acc, mask=mask)
 
 
 def gemm0(out, a, b):
-    """out = mul(acc, 0.125) with acc = a @ b; operands of any strides."""
+    """out = acc with acc = a @ b; operands of any strides."""
     for arg, t, shape, dtype in (
         ("out", out, (16, 16), torch.float32),
         ("a", a, (16, 8), torch.float32),
@@ -120,15 +119,15 @@ def gemm0(out, a, b):
 
 # ----------------------------------------------------------------------------------------------------
 # row_softmax1
-# row softmax of x, epilogue acc -> (16, 16)
+# row softmax of mul(in0, 0.125), epilogue acc -> (16, 16)
 # rule sets (inferred from its form): fusion, composite
 # predicted: 4.02 us
 #
 # row reduction softmax over the last dim of x[16, 16] float32 -> out[16, 16] float32: 16 rows of 16
-# prologue: x; epilogue: acc
+# prologue: mul(in0, 0.125); epilogue: acc
 # BLOCK_ROWS=16 BLOCK_COLS=16 (one chunk), num_warps=1
-# memory traffic: 2,048 B
-#   reads  x 1,024 B
+# memory traffic: 3,072 B
+#   reads  x 1,024 B, in0 1,024 B
 #   writes out 1,024 B
 # ----------------------------------------------------------------------------------------------------
 
@@ -137,12 +136,15 @@ def gemm0(out, a, b):
 def row_softmax1_kernel(
     x_ptr,                              # x: [16, 16] float32
     out_ptr,                            # out: [16, 16] float32
+    in0_ptr,                            # extra input: [16, 16] float32
     n_rows,
     n_cols,
     stride_x_0,
     stride_x_col,
     stride_out_0,
     stride_out_col,
+    stride_in0_0,
+    stride_in0_col,
     BLOCK_ROWS: tl.constexpr,
     BLOCK_COLS: tl.constexpr,
 ):
@@ -152,12 +154,15 @@ def row_softmax1_kernel(
     r0 = rows
     x_row = r0 * stride_x_0
     out_row = r0 * stride_out_0
+    in0_row = r0 * stride_in0_0
     # the row fits one chunk: x is read once and stays in registers
     cols = tl.arange(0, BLOCK_COLS)
     mask_cols = cols < n_cols
     mask = mask_rows[:, None] & mask_cols[None, :]
     x = tl.load(x_ptr + x_row[:, None] + cols[None, :] * stride_x_col, mask=mask, other=0.0).to(tl.float32)
-    p = tl.where(mask, x, -float("inf"))  # prologue: x
+    in0 = tl.load(in0_ptr + in0_row[:, None] + cols[None, :] * stride_in0_col, mask=mask, other=0.0).to(tl.float32)
+    q0 = in0 * 0.125
+    p = tl.where(mask, q0, -float("inf"))  # prologue: mul(in0, 0.125)
     row_max = tl.max(p, axis=1)
     row_sum = tl.sum(tl.exp(p - row_max[:, None]), axis=1)
     acc = tl.exp(p - row_max[:, None]) / row_sum[:, None]
@@ -165,11 +170,12 @@ def row_softmax1_kernel(
     tl.store(out_ptr + out_row[:, None] + cols[None, :] * stride_out_col, acc, mask=mask)
 
 
-def row_softmax1(out, x):
+def row_softmax1(out, x, in0):
     """out = softmax over the last dim of x, with fused prologue and epilogue; x of any strides."""
     for arg, t, shape, dtype in (
         ("out", out, (16, 16), torch.float32),
         ("x", x, (16, 16), torch.float32),
+        ("in0", in0, (16, 16), torch.float32),
     ):
         if tuple(t.shape) != shape or t.dtype != dtype:
             raise ValueError(f"row_softmax1: {arg} must be {dtype} of shape {shape}, got {t.dtype} of shape {tuple(t.shape)}")
@@ -179,12 +185,15 @@ def row_softmax1(out, x):
     row_softmax1_kernel[(triton.cdiv(n_rows, 16),)](
         x_ptr=x,
         out_ptr=out,
+        in0_ptr=in0,
         n_rows=n_rows,
         n_cols=n_cols,
         stride_x_0=x.stride(0),
         stride_x_col=x.stride(1),
         stride_out_0=out.stride(0),
         stride_out_col=out.stride(1),
+        stride_in0_0=in0.stride(0),
+        stride_in0_col=in0.stride(1),
         BLOCK_ROWS=16,
         BLOCK_COLS=16,
         num_warps=1,
@@ -196,6 +205,6 @@ def forward(q, k, params, externs=None):
     t2 = torch.empty((16, 16), dtype=torch.float32, device=q.device)
     gemm0(t2, q, k)
     t3 = torch.empty((16, 16), dtype=torch.float32, device=q.device)
-    row_softmax1(t3, t2)
+    row_softmax1(t3, t2, t2)
     del t2
     return (t3, )
