@@ -229,6 +229,20 @@ def test_training_gradients_match_eager_with_the_backward_compiled_by_inductor(m
     assert compiled_by_inductor == [True]  # the backward, and only it, through Inductor
 
 
+def test_training_with_the_eager_fallback_runs_the_backward_as_built(monkeypatch):
+    """fallback="eager": the forward is EqiForge's plan, the backward runs as AOTAutograd built it (Inductor
+    compiles nothing), and the gradients are eager's."""
+    compiled_by_inductor = []
+    inner = dynamo.compile_fx_inner
+    monkeypatch.setattr(dynamo, "compile_fx_inner", lambda gm, example_inputs, **kwargs: (
+        compiled_by_inductor.append(kwargs["is_backward"]) or inner(gm, example_inputs, **kwargs)))
+    model = mlp()
+    compiled = torch.compile(model, backend="eqiforge", options={"fallback": "eager"})
+    before = len(dynamo.REPORTS)
+    assert_gradients_match_eager(compiled, model, torch.randn(8, 16, requires_grad=True))
+    assert len(dynamo.REPORTS) == before + 1 and compiled_by_inductor == []
+
+
 class Positions(torch.nn.Module):
     """Learned positions of an arange over the sequence: clamp and arange in the graphs, which Inductor lowers
     only after its own decompositions."""

@@ -233,24 +233,6 @@ def test_bad_options_are_clear_errors(options, message):
         eqiforge.optimize(fn, inputs, **options)
 
 
-def test_torch_compile_backend_inference_and_training():
-    torch._dynamo.reset()
-    fn, inputs = examples.load("mlp")
-    compiled = torch.compile(fn, backend="eqiforge")
-    with torch.no_grad():
-        assert_close(compiled(*inputs), fn(*inputs))
-    # training: the forward is optimized; the backward runs as AOTAutograd built it (fallback="eager": Inductor,
-    # the default, takes seconds to compile it here; tests/test_dynamo_backend.py tests that path)
-    torch._dynamo.reset()
-    x = torch.randn(64, 256, requires_grad=True)
-    compiled = torch.compile(fn, backend="eqiforge", options={"fallback": "eager"})
-    compiled(x).square().sum().backward()
-    got = x.grad.clone()
-    x.grad = None
-    fn(x).square().sum().backward()
-    assert_close(got, x.grad)
-
-
 def test_without_folding_parameters_stay_live():
     fn, inputs = examples.load("mlp")
     opt = check(fn, inputs, fold_constants=False)
