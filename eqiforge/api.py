@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from . import blocks, cost, frontend, ops, validate
+from . import blocks, choice, cost, frontend, ops, validate
 from .egraph import saturate as sat
 from .errors import EqiforgeError
 from .extract import Extraction, extract
@@ -58,6 +58,10 @@ class Options:
     shapes: str = "specialize"  # optimize(): a call at another input signature gets its own plan ("static": an error)
     cache: bool = True  # saturations and exact extractions stored on disk are reused (egraph/cache.py,
     #                     extract/cache.py); False computes them again (what ablations time)
+    measure: str = field(default_factory=lambda: os.environ.get("EQIFORGE_MEASURE", "auto"))  # choice.py:
+    #   "auto" times the program and the plan where the prediction does not decide, "always", or "never"
+    #   (the predicted choice, deterministic; $EQIFORGE_MEASURE sets the default, the tests' is "never")
+    measure_seconds: float = 2.0  # the time budget of one measured choice
 
     def __post_init__(self):
         if self.backend not in BACKENDS:
@@ -66,6 +70,10 @@ class Options:
             raise EqiforgeError(f"unknown shapes policy {self.shapes!r}; available: {list(SHAPES)}")
         if not isinstance(self.limits, sat.Limits):
             raise EqiforgeError("limits must be an eqiforge.Limits(...)")
+        if self.measure not in choice.MODES:
+            raise EqiforgeError(f"unknown measure mode {self.measure!r}; available: {list(choice.MODES)}")
+        if not self.measure_seconds >= 0:
+            raise EqiforgeError(f"measure_seconds is a time budget in seconds (0: no timing); got {self.measure_seconds!r}")
         if not 0 <= self.min_gain < 1:
             raise EqiforgeError(f"min_gain is a fraction in [0, 1) (0.005: a plan must be predicted 0.5% faster); "
                                 f"got {self.min_gain!r}")
@@ -102,14 +110,45 @@ def _optimize_call(fn, args, kwargs, opts: Options) -> OptimizedModule:
                                bound=captured.param_inputs, examples=list(captured.inputs), title=program_title(fn),
                                written=captured.written)
     optimized.report.capture_fallback = captured.fallback
+    optimized.plan_calls(captured.call)
     why = no_better(optimized, opts)
+    if _measurable(optimized, opts, why):
+        with timer("measure"):
+            why = _measured_choice(optimized, fn, args, kwargs or {}, captured, opts)  # in the report's stages
     if why:
         optimized.run_original(compiled_original(fn) if opts.backend == "inductor" else fn, why)
     elif isinstance(optimized.runner, InductorPlan):  # compiled once chosen, not when the original runs
         optimized.runner.compile(captured.inputs)
         optimized.report.lowering_notes += optimized.runner.notes
-    optimized.plan_calls(captured.call)
     return optimized
+
+
+def _measurable(optimized, opts: Options, why: str | None) -> bool:
+    """Whether the program and the plan are timed to choose: the torch backend's plans, when the plan is
+    EqiForge's own (not only calls it does not optimize) and the user did not ask for the plan whatever."""
+    return (opts.measure != "never" and opts.backend == "torch" and opts.original_if_no_better
+            and not (why or "").startswith(("the plan is PyTorch calls", "the plan computes nothing")))
+
+
+def _measured_choice(optimized, fn, args, kwargs, captured, opts: Options) -> str | None:
+    """Time the program as written against the plan where the prediction does not decide (choice.py); the
+    report's ``measured`` row says what was timed. Returns why the original runs, or None for the plan."""
+    report = optimized.report
+    unsafe = choice.unsafe_to_repeat(args, kwargs)
+    if unsafe:
+        report.measured = f"not measured ({unsafe}); runs: the predicted choice"
+        return no_better(optimized, opts)
+    with torch.no_grad():
+        candidates = [
+            choice.Candidate("program", lambda: fn(*args, **kwargs), report.predicted_written or report.predicted_before,
+                             captured.graph.format()),
+            choice.Candidate("plan", lambda: optimized(*args, **kwargs), report.predicted_after, optimized.source)]
+        decision = choice.choose(candidates, opts.measure, opts.measure_seconds, opts.min_gain, opts.cache,
+                                 key=captured.graph.format())
+    report.measured = decision.describe()
+    if not decision.medians:  # not timed: the prediction decides, as with measure="never"
+        return no_better(optimized, opts)
+    return None if decision.runs == "plan" else f"measured: {decision.why}"
 
 
 def no_better(optimized, opts: Options) -> str | None:

@@ -23,7 +23,7 @@ def _optimize(args) -> int:
     opt = api.optimize(fn, inputs, rules=rules, limits=limits, extractor=args.extractor, device=args.device,
                        cost_model=args.cost_model, backend=args.backend, fold_constants=not args.no_fold,
                        assume_finite=not args.no_assume_finite, validate=not args.no_validate,
-                       cache=not args.no_cache, progress=True)
+                       cache=not args.no_cache, measure=args.measure, progress=True)
     print(opt.report.summary())
     print(f"{'output check':<19}  {_check(fn, opt, inputs)}")
     if args.show_plan:
@@ -91,6 +91,9 @@ def parser() -> argparse.ArgumentParser:
     o.add_argument("--no-validate", action="store_true", help="skip the plan check against the captured program")
     o.add_argument("--no-cache", action="store_true",
                    help="saturate and extract again, even where EqiForge's disk cache holds the answer")
+    o.add_argument("--measure", default="always", choices=["always", "auto", "never"],
+                   help="time the program and the plan on this machine and run the faster (always, the command's "
+                        "default), only where the prediction does not decide (auto, optimize()'s default), or not")
     o.add_argument("--show-plan", action="store_true", help="print the chosen program")
     o.set_defaults(run=_optimize)
     sub.add_parser("rules", help="list rule sets and their rules").set_defaults(run=_rules)

@@ -27,6 +27,7 @@ class Report:
     attention_notes: list[str] = field(default_factory=list)  # why a softmax(S) V is not one attention kernel
     validation: str = ""  # what the plan check found and what was returned (empty: not checked)
     runs: str = "the plan"  # what a call runs: the plan, or the original program (and why)
+    measured: str = ""  # what the measured choice timed and decided (choice.py; "": no measured choice)
     repeated_blocks: str = ""  # "N repeated blocks of M nodes optimized once", or why not (blocks.py)
     capture_fallback: str = ""  # why torch.export did not capture the program and which path did ("": it did)
 
@@ -83,6 +84,8 @@ class Report:
             rows.append(("lowering", "; ".join(self.lowering_notes + self.attention_notes)))
         if self.validation:
             rows.append(("plan check", self.validation))
+        if self.measured:
+            rows.append(("measured", self.measured))
         if self.runs != "the plan":
             rows.append(("a call runs", self.runs))
         top = list(self.matches_per_rule().items())[:5]

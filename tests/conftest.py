@@ -26,6 +26,9 @@ if "PYTEST_XDIST_WORKER" not in os.environ:  # a plain run, or xdist's controlle
 # plans are priced for a table device, so that what a test expects does not depend on this machine's measured
 # CPU figures (tests/test_calibrate.py tests the CPU device and the default that picks it)
 os.environ.setdefault("EQIFORGE_DEVICE", "H100")
+# optimize() chooses between the program and the plan as predicted, not by timing them: the same plan every run
+# and no timing in the suite's time (tests/test_choice.py tests the measured choice)
+os.environ.setdefault("EQIFORGE_MEASURE", "never")
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # helpers such as rule_cases, rulecheck
 
 

@@ -1,8 +1,8 @@
 """The README and docs/ as a user meets them: every code block runs, printed output shown after a block is what
 the block prints, every link and picture exists.
 
-A block runs as a user would run it: the CPU as the cost model's device (not the tests' H100 table), a fresh
-EqiForge cache (this session's CPU calibration copied in, so it is measured once), a fresh working folder.
+A block runs as a user would run it: the CPU as the cost model's device (not the tests' H100 table), the
+measured choice on (the tests' default is off), a fresh EqiForge cache (this session's CPU calibration copied in, so it is measured once), a fresh working folder.
 Output (a ```text block after a code block) is compared line by line with its numbers masked: times,
 sizes and errors differ between machines, the rows, words and structure must not.
 
@@ -57,7 +57,8 @@ BLOCKS = [pytest.param(page, *block, id=f"{page.relative_to(ROOT)}:{block[0]}")
 
 
 def masked(text: str) -> list[str]:
-    return [NUMBER.sub("#", line.rstrip()) for line in text.strip().splitlines()]
+    """Lines with numbers masked and runs of spaces as one (numbers are right-aligned in columns)."""
+    return [re.sub(r"\s+", " ", NUMBER.sub("#", line)).strip() for line in text.strip().splitlines()]
 
 
 @pytest.fixture(scope="module")
@@ -79,6 +80,7 @@ def as_a_user(tmp_path, monkeypatch, calibration):
         shutil.copy(entry, cache)
     monkeypatch.setenv("EQIFORGE_CACHE_DIR", str(cache))
     monkeypatch.delenv("EQIFORGE_DEVICE", raising=False)
+    monkeypatch.delenv("EQIFORGE_MEASURE", raising=False)
     work = tmp_path / "work"
     (work / "docs" / "images").mkdir(parents=True)  # the pictures' commands write under docs/images
     monkeypatch.chdir(work)

@@ -1,0 +1,188 @@
+"""Measured choice: which candidate runs a program, decided by timing them where the cost model cannot tell.
+
+The cost model ranks the candidates (the program as written, EqiForge's plan, ...); where the predicted best
+is not clearly ahead (``DECISIVE``), or when asked (``measure="always"``), the candidates are timed on the
+example inputs (``timing.py``) and a candidate replaces a simpler one only when it is faster beyond the
+measured spread: in at least three rounds of four, and by ``min_gain`` at the median. Otherwise the simpler
+one runs, the program itself first of all. Decisions are cached on disk (the ``measure`` folder of EqiForge's
+cache), keyed by the program, the candidates and this machine, so a second process does not time again;
+every measurement is also appended to ``records.jsonl`` there (predicted and measured seconds per candidate),
+the data a cost model learns plan-level ranking from.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import platform
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+
+import torch
+import torch.utils._pytree as pytree
+
+from . import timing
+from .paths import cache_dir, read_entry, write_entry
+
+VERSION = 1  # of the decisions and records: a change measures again
+MODES = ("auto", "always", "never")
+DECISIVE = 2.0  # "auto": a candidate predicted this many times faster than every other one runs untimed
+FASTER_IN = 0.75  # a candidate beats another when faster in at least this share of rounds ...
+#                   ... and by the caller's min_gain at the median
+RECORDS = "records.jsonl"
+
+
+@dataclass
+class Candidate:
+    """One way to run the program: ``call`` runs it once on the example inputs."""
+
+    name: str
+    call: Callable[[], object]
+    predicted_s: float | None = None  # the cost model's price (None: it cannot price this candidate)
+    source: str = ""  # what identifies it in the decision's cache key (generated code, the program's text)
+
+
+@dataclass
+class Decision:
+    """Which candidate runs, and what was measured to decide it."""
+
+    runs: str
+    why: str
+    medians: dict[str, float] = field(default_factory=dict)  # seconds per candidate; empty: not measured
+    rounds: int = 0
+    failed: dict[str, str] = field(default_factory=dict)
+    from_cache: bool = False
+
+    def describe(self) -> str:
+        """One line for the report: what was measured, and what runs."""
+        if not self.medians:
+            return f"not measured ({self.why}); runs: {self.runs}"
+        base = next(iter(self.medians.values()))
+        parts = [f"{name} {ms(s)}" + (f" ({base / s:.2f}x)" if i and s > 0 else "")
+                 for i, (name, s) in enumerate(self.medians.items())]
+        parts += [f"{name} failed ({why})" for name, why in self.failed.items()]
+        cached = ", read from EqiForge's cache" if self.from_cache else ""
+        return f"{', '.join(parts)} (medians of {self.rounds} rounds{cached}); runs: {self.runs}"
+
+
+def ms(seconds: float) -> str:
+    return f"{seconds * 1e3:.3g} ms" if seconds >= 1e-4 else f"{seconds * 1e6:.3g} us"
+
+
+def choose(candidates: list[Candidate], mode: str, budget_s: float, min_gain: float, use_cache: bool = True,
+           key: str = "", device: str = "cpu") -> Decision:
+    """The candidate that runs (``mode`` "auto" or "always"; "never" is the caller's predicted choice).
+    ``candidates`` come simplest first (the program as written leads): a later one replaces an earlier one
+    only when measured faster beyond the spread. Unmeasured ("auto" with a decisive prediction, a budget of 0,
+    too few rounds in the budget) the predicted best runs."""
+    predicted = _predicted_best(candidates)
+    if len(candidates) < 2:
+        return Decision(candidates[0].name, "one candidate")
+    if budget_s <= 0:
+        return Decision(predicted.name, "a budget of 0 s")
+    if mode == "auto" and _decisive(candidates, predicted):
+        return Decision(predicted.name, f"{predicted.name} predicted {DECISIVE:g}x or more faster than the rest")
+    entry = _key(candidates, key, device) if use_cache else None
+    stored = _load(entry, candidates) if entry else None
+    if stored is not None:
+        return stored
+    timings = timing.time_candidates({c.name: c.call for c in candidates}, budget_s, **_device_hooks(device))
+    if timings.rounds < timing.MIN_ROUNDS:
+        why = timings.note or "the candidates failed"
+        names = [c.name for c in candidates if c.name in timings.seconds]
+        runs = predicted.name if predicted.name in names else (names[0] if names else candidates[0].name)
+        return Decision(runs, f"too few rounds to decide: {why}", failed=timings.failed)
+    runs, why = decide(timings, [c.name for c in candidates if c.name in timings.seconds], min_gain)
+    decision = Decision(runs, why, {n: timings.median(n) for n in timings.seconds}, timings.rounds, timings.failed)
+    if entry:
+        write_entry("measure", f"{entry}.json", json.dumps(asdict(decision)).encode())
+    _record(candidates, decision, key, device)
+    return decision
+
+
+def unsafe_to_repeat(args: tuple, kwargs: dict) -> str:
+    """Why calling the program on these inputs over and over could change what the user holds ("": it
+    cannot): an input that is not a tensor, a constant or a plain container, such as a transformers cache,
+    which the model appends to. (Programs that write their tensors or a module's state are refused at capture.)"""
+    odd = _custom_containers(pytree.tree_flatten((args, kwargs))[1])
+    return f"its inputs hold a {odd}, which the program may change in place" if odd else ""
+
+
+def _custom_containers(tree) -> str:
+    """The first container type of a pytree spec that is not a tuple, list or dict ("" if none)."""
+    if tree.is_leaf():
+        return ""
+    if tree.type not in (tuple, list, dict):
+        return getattr(tree.type, "__name__", str(tree.type))
+    return next((found for child in tree.children() if (found := _custom_containers(child))), "")
+
+
+def decide(timings: timing.Timings, order: list[str], min_gain: float) -> tuple[str, str]:
+    """(the winner, why): walking ``order`` (simplest first), a candidate takes over from the current winner
+    when faster than it in at least FASTER_IN of the rounds and by ``min_gain`` at the median."""
+    winner, why = order[0], "no candidate was faster beyond the measured spread"
+    for name in order[1:]:
+        ratios = timings.ratios(name, winner)
+        if timing.quantile(ratios, FASTER_IN) < 1.0 and timing.quantile(ratios, 0.5) * (1 + min_gain) < 1.0:
+            winner, why = name, (f"faster than {winner} in {sum(r < 1 for r in ratios)} of {len(ratios)} rounds, "
+                                 f"{1 / timing.quantile(ratios, 0.5):.2f}x at the median")
+    return winner, why
+
+
+def _predicted_best(candidates: list[Candidate]) -> Candidate:
+    priced = [c for c in candidates if c.predicted_s is not None]
+    return min(priced, key=lambda c: c.predicted_s) if priced else candidates[0]
+
+
+def _decisive(candidates: list[Candidate], best: Candidate) -> bool:
+    others = [c.predicted_s for c in candidates if c is not best]
+    return best.predicted_s is not None and all(p is not None and p >= DECISIVE * best.predicted_s for p in others)
+
+
+def machine() -> dict:
+    """What a measurement depends on besides the program: the processor, threads, library versions."""
+    from .cost.calibrate import machine_key
+    found = {**machine_key(), "python": platform.python_version()}
+    if torch.cuda.is_available():
+        found["gpu"] = torch.cuda.get_device_name()
+    return found
+
+
+def _key(candidates: list[Candidate], key: str, device: str) -> str:
+    text = json.dumps([VERSION, key, device, machine(), [(c.name, c.source) for c in candidates]], sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _load(entry: str, candidates: list[Candidate]) -> Decision | None:
+    data = read_entry("measure", f"{entry}.json")
+    try:
+        decision = Decision(**json.loads(data)) if data is not None else None
+    except (ValueError, TypeError):
+        return None
+    if decision is None or decision.runs not in {c.name for c in candidates}:
+        return None
+    decision.from_cache = True
+    return decision
+
+
+def _device_hooks(device: str) -> dict:
+    """CUDA: wait for the queued kernels around each timed call, and flush the L2 between visits."""
+    if device != "cuda" or not torch.cuda.is_available():
+        return {}
+    scratch = torch.empty(256 * 2**20, dtype=torch.uint8, device="cuda")  # larger than any L2 today
+    return {"sync": torch.cuda.synchronize, "flush": scratch.zero_}
+
+
+def _record(candidates: list[Candidate], decision: Decision, key: str, device: str) -> None:
+    """Append the measurement to the records (a JSON line): a cost model's plan-level training data."""
+    line = {"version": VERSION, "time": time.time(), "program": key, "device": device, "machine": machine(),
+            "runs": decision.runs, "rounds": decision.rounds,
+            "candidates": [{"name": c.name, "predicted_s": c.predicted_s, "measured_s": decision.medians.get(c.name),
+                            "failed": decision.failed.get(c.name)} for c in candidates]}
+    folder = cache_dir("measure")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with open(folder / RECORDS, "a") as f:  # one write of one line: whole under concurrent appends
+            f.write(json.dumps(line) + "\n")
+    except OSError:
+        pass

@@ -1,0 +1,95 @@
+"""Timing candidates that compute the same thing, on a shared, noisy machine, within a time budget.
+
+The protocol (measured on this project's 2-core machines, where a fixed order gave 2x errors on small
+programs): every candidate is called once first (its first call compiles, allocates, warms its caches; a
+candidate that raises is dropped with the reason); then each round visits the candidates in a random order,
+and each visit is an untimed call followed at once by the timed one, so a candidate is timed on the caches
+it left itself, never on what a neighbour warmed or flushed. Comparisons are per round (the ratio of two
+candidates' times in the same round cancels the machine's drift, which moved a GEMM 1.6x between runs
+here) and a round is only as long as its candidates: no time is spent where nothing is learned.
+"""
+from __future__ import annotations
+
+import random
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+MIN_ROUNDS = 5  # fewer cannot tell a quartile from a median
+MAX_ROUNDS = 100
+HARD_LIMIT = 1.5  # rounds stop at this many budgets even before MIN_ROUNDS (then no decision is taken)
+
+
+@dataclass
+class Timings:
+    """Seconds of each timed call, per candidate, one per round; candidates that failed, and why."""
+
+    seconds: dict[str, list[float]] = field(default_factory=dict)
+    failed: dict[str, str] = field(default_factory=dict)
+    first_call: dict[str, float] = field(default_factory=dict)  # seconds of each candidate's first call
+    note: str = ""  # why fewer rounds than MIN_ROUNDS were timed, if so
+
+    @property
+    def rounds(self) -> int:
+        return min((len(v) for v in self.seconds.values()), default=0)
+
+    def median(self, name: str) -> float:
+        return statistics.median(self.seconds[name])
+
+    def ratios(self, name: str, other: str) -> list[float]:
+        """``name``'s time over ``other``'s, round by round."""
+        return [a / b for a, b in zip(self.seconds[name], self.seconds[other]) if b > 0]
+
+
+def time_candidates(candidates: dict[str, Callable[[], object]], budget_s: float, *, seed: int = 0,
+                    min_rounds: int = MIN_ROUNDS, max_rounds: int = MAX_ROUNDS, sync: Callable[[], None] = None,
+                    flush: Callable[[], None] = None, clock: Callable[[], float] = time.perf_counter) -> Timings:
+    """Time every candidate (a call with no arguments) by the protocol above: rounds until ``max_rounds``, or
+    until ``budget_s`` is spent once ``min_rounds`` are done; fewer (the note says how many) where the first
+    calls and rounds pass HARD_LIMIT budgets before that. ``sync`` waits for a device's queued work (CUDA); ``flush`` evicts its
+    caches before each visit (a GPU's L2), so a candidate is timed on its own warm-up call only."""
+    sync, flush = sync or (lambda: None), flush or (lambda: None)
+    timings = Timings()
+    started = clock()
+    for name, call in candidates.items():
+        t0 = clock()
+        try:
+            call()
+            sync()
+        except Exception as err:  # noqa: BLE001 - a candidate that cannot run is dropped, never the user's error
+            timings.failed[name] = f"{type(err).__name__}: {err}"
+            continue
+        timings.first_call[name] = clock() - t0
+        timings.seconds[name] = []
+    names = list(timings.seconds)
+    order = random.Random(seed)
+    round_cost = 0.0
+    for done in range(max_rounds):
+        spent = clock() - started
+        if done >= min_rounds and spent >= budget_s:
+            break
+        if spent + round_cost > HARD_LIMIT * budget_s:  # the budget cannot fit the rounds a decision needs
+            timings.note = (f"{done} rounds fit the budget of {budget_s:g} s (first calls {spent:.3g} s"
+                            + (f", a round {round_cost:.3g} s)" if done else ")"))
+            break
+        round_started = clock()
+        for name in order.sample(names, len(names)):
+            flush()
+            candidates[name]()  # the untimed call: the timed one runs on the caches this one left
+            sync()
+            t0 = clock()
+            candidates[name]()
+            sync()
+            timings.seconds[name].append(clock() - t0)
+        round_cost = clock() - round_started
+    return timings
+
+
+def quantile(values: list[float], q: float) -> float:
+    """The ``q`` quantile of ``values`` (linear interpolation)."""
+    ordered = sorted(values)
+    position = q * (len(ordered) - 1)
+    low = int(position)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)

@@ -1,0 +1,175 @@
+"""The measured choice (eqiforge/choice.py, eqiforge/timing.py): candidates timed by the protocol on a clock the
+test controls (costs and noise known), the decision rule, and optimize() choosing by measurement: a plan made
+slower on purpose is not chosen, a decision is read back from the cache, records are written as documented."""
+import json
+import random
+
+import pytest
+import torch
+
+import eqiforge
+from eqiforge import api, choice, timing
+
+
+class FakeMachine:
+    """A clock and candidates whose calls cost known times, with multiplicative noise and a drift shared by
+    all (a busy neighbour): what a per-round comparison must see through."""
+
+    def __init__(self, costs: dict[str, float], noise: float = 0.0, seed: int = 0):
+        self.now, self.costs, self.noise, self.rng = 0.0, costs, noise, random.Random(seed)
+        self.calls = {name: 0 for name in costs}
+
+    def clock(self) -> float:
+        return self.now
+
+    def candidate(self, name: str):
+        def call():
+            self.calls[name] += 1
+            drift = 1.0 + 0.5 * (self.calls[name] % 7 == 0)  # every seventh call of each: the machine is busy
+            self.now += self.costs[name] * drift * (1.0 + self.rng.uniform(-self.noise, self.noise))
+        return call
+
+    def timings(self, budget_s: float = 1.0, **kw) -> timing.Timings:
+        return timing.time_candidates({n: self.candidate(n) for n in self.costs}, budget_s, clock=self.clock, **kw)
+
+
+def decided(costs: dict[str, float], noise: float, seed: int, min_gain: float = 0.005) -> str:
+    t = FakeMachine(costs, noise, seed).timings()
+    return choice.decide(t, list(costs), min_gain)[0]
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_a_candidate_made_slower_on_purpose_is_never_chosen(seed):
+    assert decided({"program": 1e-3, "plan": 1.3e-3}, noise=0.2, seed=seed) == "program"
+    assert decided({"program": 1e-3, "plan": 0.5e-3, "slowed": 0.6e-3}, noise=0.2, seed=seed) == "plan"
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_equal_candidates_pick_the_program(seed):
+    assert decided({"program": 1e-3, "plan": 1e-3, "other": 1e-3}, noise=0.2, seed=seed) == "program"
+
+
+def test_a_clearly_faster_candidate_wins_and_the_simpler_of_two_equal_ones():
+    assert decided({"program": 1e-3, "plan": 0.7e-3}, noise=0.05, seed=0) == "plan"
+    assert decided({"program": 1e-3, "plan": 0.7e-3, "later": 0.7e-3}, noise=0.05, seed=0) == "plan"
+
+
+def test_the_protocol_times_each_call_after_its_own_untimed_call_within_the_budget():
+    machine = FakeMachine({"a": 1e-3, "b": 2e-3})
+    t = machine.timings(budget_s=0.05)
+    assert t.rounds >= timing.MIN_ROUNDS and set(t.seconds) == {"a", "b"}
+    assert machine.calls["a"] == 1 + 2 * len(t.seconds["a"])  # the first call, then two per visit
+    assert machine.now <= timing.HARD_LIMIT * 0.05 + 2 * 3e-3 * 1.5  # stopped at the budget, give a round
+
+
+def test_a_failing_candidate_is_dropped_with_its_reason():
+    machine = FakeMachine({"program": 1e-3})
+
+    def broken():
+        raise RuntimeError("no kernel for this")
+    t = timing.time_candidates({"program": machine.candidate("program"), "plan": broken}, 0.01, clock=machine.clock)
+    assert t.failed == {"plan": "RuntimeError: no kernel for this"} and list(t.seconds) == ["program"]
+
+
+def test_a_budget_too_small_for_a_decision_runs_the_predicted_best():
+    machine = FakeMachine({"program": 0.2, "plan": 0.1})
+    candidates = [choice.Candidate("program", machine.candidate("program"), 0.2),
+                  choice.Candidate("plan", machine.candidate("plan"), 0.15)]
+    original = timing.time_candidates
+    try:
+        timing.time_candidates = lambda c, b, **kw: original(c, b, clock=machine.clock, **kw)
+        decision = choice.choose(candidates, "always", budget_s=0.5, min_gain=0.005, use_cache=False)
+    finally:
+        timing.time_candidates = original
+    assert decision.runs == "plan" and not decision.medians
+    assert decision.why.startswith("too few rounds to decide: ") and "rounds fit the budget of 0.5 s" in decision.why
+    assert choice.choose(candidates, "always", budget_s=0, min_gain=0.005).why == "a budget of 0 s"
+
+
+def test_auto_times_only_where_the_prediction_does_not_decide(monkeypatch):
+    monkeypatch.setattr(timing, "time_candidates", lambda *a, **k: pytest.fail("timed a decisive prediction"))
+    candidates = [choice.Candidate("program", lambda: None, 1e-3), choice.Candidate("plan", lambda: None, 1e-4)]
+    decision = choice.choose(candidates, "auto", 1.0, 0.005)
+    assert decision.runs == "plan" and decision.why == "plan predicted 2x or more faster than the rest"
+
+
+# ------------------------------------------------------------------------------------------ optimize()
+
+def chain():
+    a, b, v = torch.randn(256, 256), torch.randn(256, 256), torch.randn(256, 1)
+    return (lambda a, b, v: a @ b @ v), (a, b, v)
+
+
+def test_optimize_measures_and_a_plan_slowed_on_purpose_runs_the_original(monkeypatch, tmp_path):
+    """The chain's plan is predicted 20x faster; made 50 ms slower per call, the measurement must see it."""
+    import time
+    monkeypatch.setenv("EQIFORGE_CACHE_DIR", str(tmp_path))
+    fn, inputs = chain()
+    real = api.TorchPlan
+
+    class Slowed(real):
+        def _bind(self):
+            super()._bind()
+            forward = self.forward
+            self.forward = lambda *x: (time.sleep(0.05), forward(*x))[1]
+    monkeypatch.setattr(api, "TorchPlan", Slowed)
+    opt = eqiforge.optimize(fn, inputs, measure="always", measure_seconds=0.5)
+    assert opt.report.runs.startswith("the original program (measured: no candidate was faster")
+    assert opt.report.measured.startswith("program ") and opt.report.measured.endswith("runs: program")
+    assert "measured" in opt.report.summary()
+    torch.testing.assert_close(opt(*inputs), fn(*inputs))
+
+
+def test_a_second_optimization_reads_the_decision_from_the_cache(monkeypatch, tmp_path):
+    monkeypatch.setenv("EQIFORGE_CACHE_DIR", str(tmp_path))
+    fn, inputs = chain()
+    first = eqiforge.optimize(fn, inputs, measure="always", measure_seconds=0.2)
+    assert first.report.runs == "the plan" and "rounds); runs: plan" in first.report.measured
+    monkeypatch.setattr(timing, "time_candidates", lambda *a, **k: pytest.fail("measured again"))
+    again = eqiforge.optimize(fn, inputs, measure="always", measure_seconds=0.2)
+    assert again.report.runs == "the plan" and "read from EqiForge's cache); runs: plan" in again.report.measured
+    [line] = (tmp_path / "measure" / choice.RECORDS).read_text().splitlines()  # one measurement, one record
+    record = json.loads(line)
+    assert set(record) == {"version", "time", "program", "device", "machine", "runs", "rounds", "candidates"}
+    assert [c["name"] for c in record["candidates"]] == ["program", "plan"] and record["runs"] == "plan"
+    for c in record["candidates"]:
+        assert c["predicted_s"] > 0 and c["measured_s"] > 0 and c["failed"] is None
+    assert record["machine"]["torch"] == torch.__version__
+    monkeypatch.undo()
+
+
+def test_measure_never_is_the_predicted_choice_every_time(monkeypatch):
+    monkeypatch.setattr(timing, "time_candidates", lambda *a, **k: pytest.fail("timed with measure='never'"))
+    fn, inputs = chain()
+    plans = {eqiforge.optimize(fn, inputs, measure="never").source for _ in range(2)}
+    assert len(plans) == 1
+    assert eqiforge.optimize(fn, inputs, measure="never").report.measured == ""
+
+
+class Held:
+    """A container the program could change in place, as a transformers cache (registered as a pytree)."""
+
+    def __init__(self, tensor):
+        self.tensor = tensor
+
+
+torch.utils._pytree.register_pytree_node(Held, lambda h: ([h.tensor], None), lambda leaves, _: Held(*leaves))
+
+
+def test_inputs_in_a_container_the_program_may_change_are_not_timed(monkeypatch):
+    monkeypatch.setattr(timing, "time_candidates", lambda *a, **k: pytest.fail("timed a call on a held object"))
+    x = torch.randn(64, 64)
+    opt = eqiforge.optimize(lambda h: (h.tensor @ h.tensor.T).sum(-1), (Held(x),), measure="always")
+    assert opt.report.measured == ("not measured (its inputs hold a Held, which the program may change in place); "
+                                   "runs: the predicted choice")
+    torch.testing.assert_close(opt(Held(x)), (x @ x.T).sum(-1), rtol=1e-5, atol=1e-4)  # sums reassociated
+
+
+@pytest.mark.parametrize("options,message", [
+    ({"measure": "sometimes"}, "unknown measure mode 'sometimes'"),
+    ({"measure_seconds": -1.0}, "measure_seconds is a time budget"),
+])
+def test_bad_measure_options_are_clear_errors(options, message):
+    fn, inputs = chain()
+    with pytest.raises(eqiforge.EqiforgeError, match=message):
+        eqiforge.optimize(fn, inputs, **options)
