@@ -112,7 +112,7 @@ def _optimize_call(fn, args, kwargs, opts: Options) -> OptimizedModule:
     optimized.report.capture_fallback = captured.fallback
     optimized.plan_calls(captured.call)
     why = no_better(optimized, opts)
-    if _measurable(optimized, opts, why):
+    if opts.backend == "torch" and measurable(optimized, opts, why):  # inductor: predicted (dynamo.py measures)
         with timer("measure"):
             why = _measured_choice(optimized, fn, args, kwargs or {}, captured, opts)  # in the report's stages
     if why:
@@ -123,10 +123,11 @@ def _optimize_call(fn, args, kwargs, opts: Options) -> OptimizedModule:
     return optimized
 
 
-def _measurable(optimized, opts: Options, why: str | None) -> bool:
-    """Whether the program and the plan are timed to choose: the torch backend's plans, when the plan is
-    EqiForge's own (not only calls it does not optimize) and the user did not ask for the plan whatever."""
-    return (opts.measure != "never" and opts.backend == "torch" and opts.original_if_no_better
+def measurable(optimized, opts: Options, why: str | None) -> bool:
+    """Whether the program and the plan may be timed to choose: plans of PyTorch code (the torch and inductor
+    backends), when the plan is EqiForge's own (not only calls it does not optimize) and the user did not ask
+    for the plan whatever."""
+    return (opts.measure != "never" and opts.backend != "triton" and opts.original_if_no_better
             and not (why or "").startswith(("the plan is PyTorch calls", "the plan computes nothing")))
 
 

@@ -75,13 +75,10 @@ def choose(candidates: list[Candidate], mode: str, budget_s: float, min_gain: fl
     ``candidates`` come simplest first (the program as written leads): a later one replaces an earlier one
     only when measured faster beyond the spread. Unmeasured ("auto" with a decisive prediction, a budget of 0,
     too few rounds in the budget) the predicted best runs."""
+    decided = untimed([(c.name, c.predicted_s) for c in candidates], mode, budget_s)
+    if decided is not None:
+        return decided
     predicted = _predicted_best(candidates)
-    if len(candidates) < 2:
-        return Decision(candidates[0].name, "one candidate")
-    if budget_s <= 0:
-        return Decision(predicted.name, "a budget of 0 s")
-    if mode == "auto" and _decisive(candidates, predicted):
-        return Decision(predicted.name, f"{predicted.name} predicted {DECISIVE:g}x or more faster than the rest")
     entry = _key(candidates, key, device) if use_cache else None
     stored = _load(entry, candidates) if entry else None
     if stored is not None:
@@ -117,6 +114,21 @@ def _custom_containers(tree) -> str:
     return next((found for child in tree.children() if (found := _custom_containers(child))), "")
 
 
+def untimed(prices: list[tuple[str, float | None]], mode: str, budget_s: float) -> Decision | None:
+    """The decision where nothing is to be timed (one candidate, a budget of 0, "auto" with a predicted best
+    ``DECISIVE`` times faster than the rest), from the candidates' (name, predicted seconds); else None.
+    Callers whose candidates are dear to build (compiled by Inductor) ask this first."""
+    best = min((p for p in prices if p[1] is not None), key=lambda p: p[1], default=prices[0])
+    if len(prices) < 2:
+        return Decision(prices[0][0], "one candidate")
+    if budget_s <= 0:
+        return Decision(best[0], "a budget of 0 s")
+    others = [p for name, p in prices if name != best[0]]
+    if mode == "auto" and best[1] is not None and all(p is not None and p >= DECISIVE * best[1] for p in others):
+        return Decision(best[0], f"{best[0]} predicted {DECISIVE:g}x or more faster than the rest")
+    return None
+
+
 def decide(timings: timing.Timings, order: list[str], min_gain: float) -> tuple[str, str]:
     """(the winner, why): walking ``order`` (simplest first), a candidate takes over from the current winner
     when faster than it in at least FASTER_IN of the rounds and by ``min_gain`` at the median."""
@@ -132,11 +144,6 @@ def decide(timings: timing.Timings, order: list[str], min_gain: float) -> tuple[
 def _predicted_best(candidates: list[Candidate]) -> Candidate:
     priced = [c for c in candidates if c.predicted_s is not None]
     return min(priced, key=lambda c: c.predicted_s) if priced else candidates[0]
-
-
-def _decisive(candidates: list[Candidate], best: Candidate) -> bool:
-    others = [c.predicted_s for c in candidates if c is not best]
-    return best.predicted_s is not None and all(p is not None and p >= DECISIVE * best.predicted_s for p in others)
 
 
 def machine() -> dict:

@@ -45,7 +45,7 @@ from torch._inductor.decomposition import select_decomp_table
 from torch._subclasses.fake_tensor import unset_fake_temporarily
 from torch.fx.experimental.proxy_tensor import make_fx
 
-from . import api, frontend
+from . import api, choice, frontend
 from .errors import EqiforgeError
 from .report import StageTimer
 from .runtime.inductor_plan import InductorPlan, laid_out
@@ -176,12 +176,53 @@ def _static_plan(gm, example_inputs, opts: api.Options, fallback: str, weights: 
         warnings.warn(f"eqiforge: {why}; the graph runs {FALLBACKS[fallback]}", stacklevel=3)
         return _fallback_compiler(fallback)(gm, example_inputs)
     strides = _output_strides(gm)
-    why = _accepted(optimized, examples, opts, strides)
+    why = api.no_better(optimized, opts)
+    report = optimized.report
+    timed = choice.untimed([("graph", report.predicted_written or report.predicted_before),
+                            ("plan", report.predicted_after)], opts.measure, opts.measure_seconds)
+    if opts.measure == "never" or timed is not None or not api.measurable(optimized, opts, why):
+        if timed is not None and opts.measure != "never" and api.measurable(optimized, opts, why):
+            report.measured = timed.describe()
+        return _predicted_choice(gm, example_inputs, optimized, examples, live, strides, fallback, why)
+    return _measured_choice(gm, example_inputs, optimized, examples, live, weights, strides, opts, fallback, why)
+
+
+def _predicted_choice(gm, example_inputs, optimized, examples, live, strides, fallback, why):
+    """The plan, or the original graph where ``why`` says the plan is predicted no better."""
     if why:
         optimized.report.runs = f"the original graph, {FALLBACKS[fallback]} ({why})"
         return _fallback_compiler(fallback)(gm, example_inputs)
+    return _plan_callable(optimized, examples, live, strides)
+
+
+def _plan_callable(optimized, examples, live, strides):
+    """The plan as AOTAutograd's callable (an inductor plan compiled now, at ``examples``)."""
+    if isinstance(optimized.runner, InductorPlan):
+        optimized.runner.compile(examples, strides)
+        optimized.report.lowering_notes += optimized.runner.notes
     laid_out_by_plan = isinstance(optimized.runner, InductorPlan) and optimized.runner.graph is not None
     return _Selected(optimized.runner.forward, live, None if laid_out_by_plan else strides)
+
+
+def _measured_choice(gm, example_inputs, optimized, examples, live, weights, strides, opts, fallback, why):
+    """Both compiled, timed on the example inputs (choice.py): the faster runs; the simpler, the original
+    graph as the fallback compiles it, unless the plan is faster beyond the measured spread."""
+    report = optimized.report
+    plan = _plan_callable(optimized, examples, live, strides)
+    graph = _fallback_compiler(fallback)(gm, example_inputs)
+    inputs = [weights[i] if i in weights else examples[live.index(i)] for i in range(len(example_inputs))]
+    candidates = [choice.Candidate("graph", lambda: graph(list(inputs)), report.predicted_written
+                                   or report.predicted_before, gm.code),
+                  choice.Candidate("plan", lambda: plan(list(inputs)), report.predicted_after, optimized.source)]
+    with unset_fake_temporarily(), torch.no_grad():
+        decision = choice.choose(candidates, opts.measure, opts.measure_seconds, opts.min_gain, opts.cache,
+                                 key=gm.code, device=examples[0].device.type if examples else "cpu")
+    report.measured = decision.describe()
+    if decision.runs == "plan" if decision.medians else why is None:
+        return plan
+    report.runs = f"the original graph, {FALLBACKS[fallback]} (" + (
+        f"measured: {decision.why})" if decision.medians else f"{why})")
+    return graph
 
 
 def _output_strides(gm) -> list:
@@ -193,16 +234,6 @@ def _output_strides(gm) -> list:
     (outputs,) = next(n for n in gm.graph.nodes if n.op == "output").args
     vals = [o.meta.get("val") if isinstance(o, torch.fx.Node) else None for o in outputs]
     return [tuple(v.stride()) if isinstance(v, torch.Tensor) else None for v in vals]
-
-
-def _accepted(optimized, examples: list, opts: api.Options, strides: list | None = None) -> str | None:
-    """None when the plan is to run (an inductor plan is compiled now, at ``examples``, its outputs in
-    ``strides`` where given), else why the original graph runs instead: the plan is predicted no better."""
-    why = api.no_better(optimized, opts)
-    if why is None and isinstance(optimized.runner, InductorPlan):
-        optimized.runner.compile(examples, strides)
-        optimized.report.lowering_notes += optimized.runner.notes
-    return why
 
 
 def _optimize(gm, examples: list, opts: api.Options, weights: dict | None = None,
@@ -378,7 +409,10 @@ class ShapePlans:
                                    title=f"a torch.compile graph at input sizes {key}")
         if optimized is None:
             raise _NoPlan(why)
-        why = _accepted(optimized, tensors, self.opts)
+        why = api.no_better(optimized, self.opts)  # per shape, predicted: a measurement per shape would cost
+        if why is None and isinstance(optimized.runner, InductorPlan):  # two compiles at every new size
+            optimized.runner.compile(tensors)
+            optimized.report.lowering_notes += optimized.runner.notes
         if why:
             optimized.report.runs = f"the original graph, {FALLBACKS[self.fallback]} ({why})"
             raise _NoPlan(why, quiet=True)

@@ -173,3 +173,39 @@ def test_bad_measure_options_are_clear_errors(options, message):
     fn, inputs = chain()
     with pytest.raises(eqiforge.EqiforgeError, match=message):
         eqiforge.optimize(fn, inputs, **options)
+
+
+def test_the_torch_compile_backend_times_both_compiled_graphs(monkeypatch, tmp_path):
+    """Under torch.compile the candidates are the graph and the plan, both compiled by Inductor: the plan of a
+    chain (an algebraic win) runs; made 20 ms slower per call on purpose, the graph runs."""
+    import time
+    from eqiforge import dynamo
+    monkeypatch.setenv("EQIFORGE_CACHE_DIR", str(tmp_path))
+    fn, inputs = chain()
+    options = {"measure": "always", "measure_seconds": 0.3, "cache": False}  # the second run must time again
+    reports = []
+    for slowed in (False, True):
+        if slowed:
+            real = dynamo._plan_callable
+
+            class Slowed:
+                _boxed_call = True  # AOTAutograd passes the inputs as one list, as to the plan
+
+                def __init__(self, *args):
+                    self.plan = real(*args)
+
+                def __call__(self, args):
+                    time.sleep(0.02)
+                    return self.plan(args)
+            monkeypatch.setattr(dynamo, "_plan_callable", Slowed)
+        torch._dynamo.reset()
+        before = len(dynamo.REPORTS)
+        with torch.no_grad():
+            torch.testing.assert_close(torch.compile(fn, backend="eqiforge", options=options)(*inputs), fn(*inputs),
+                                       rtol=1e-4, atol=1e-3)
+        [report] = dynamo.REPORTS[before:]
+        reports.append(report)
+    planned, slowed = reports
+    assert planned.runs == "the plan" and planned.measured.startswith("graph ") and "runs: plan" in planned.measured
+    assert slowed.runs.startswith("the original graph, compiled by Inductor (measured: no candidate was faster")
+    assert slowed.measured.endswith("runs: graph")
