@@ -292,6 +292,37 @@ class CausalSelfAttention(nn.Module):
         return self.proj((att @ v).transpose(1, 2).reshape(b, t, d))
 
 
+class GPTBlock(nn.Module):
+    """A minGPT block: LayerNorm, causal self-attention (written out, as above), residual; LayerNorm, MLP with
+    GELU, residual."""
+
+    def __init__(self, d=256, heads=4, seq=128):
+        super().__init__()
+        self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
+        self.attn = CausalSelfAttention(d, heads, seq)
+        self.mlp = nn.Sequential(nn.Linear(d, 4 * d), nn.GELU(), nn.Linear(4 * d, d))
+
+    def forward(self, x):
+        x = x + self.attn(self.ln1(x))
+        return x + self.mlp(self.ln2(x))
+
+
+class NetVLAD(nn.Module):
+    """NetVLAD pooling of local descriptors: soft assignment to K clusters (a projection and a softmax),
+    residuals to the cluster centres aggregated by the assignment, intra- and global L2 normalisation."""
+
+    def __init__(self, d=128, clusters=32):
+        super().__init__()
+        self.assign = nn.Linear(d, clusters, bias=False)
+        self.centres = nn.Parameter(torch.randn(clusters, d) * 0.1)
+
+    def forward(self, x):  # [batch, descriptors, d]
+        a = torch.softmax(self.assign(x), dim=-1)  # [b, n, k]
+        vlad = a.transpose(1, 2) @ x - a.sum(1).unsqueeze(-1) * self.centres  # [b, k, d]
+        vlad = F.normalize(vlad, dim=-1)
+        return F.normalize(vlad.flatten(1), dim=-1)
+
+
 class VisionAttention(nn.Module):
     """Self-attention over a feature map's pixels: [B, C, H, W] -> H*W tokens, nn.MultiheadAttention,
     residual and LayerNorm, back to [B, C, H, W]."""
@@ -368,6 +399,17 @@ class ConvGELUMaxPool(nn.Module):
 
     def forward(self, x):
         return F.max_pool2d(F.gelu(self.conv(x)), 2)
+
+
+class ConvGELUGlobalPool(nn.Module):
+    """Conv2d, GELU, global average pool to one value per channel."""
+
+    def __init__(self, c_in=16, c_out=32):
+        super().__init__()
+        self.conv = nn.Conv2d(c_in, c_out, 3, padding=1)
+
+    def forward(self, x):
+        return F.gelu(self.conv(x)).mean(dim=(2, 3))
 
 
 class ConvGroupNormSiLU(nn.Module):
@@ -454,6 +496,11 @@ class InstanceNorm(nn.Module):
 
 # --- plain externs: PyTorch calls EqiForge does not optimize ---
 
+def max_reduction(x):
+    """torch.amax over the last dim of a [rows, 4096] tensor."""
+    return torch.amax(x, dim=-1)
+
+
 def argmax(x):
     """torch.argmax over the last dim (an integer result)."""
     return torch.argmax(x, dim=-1)
@@ -490,12 +537,12 @@ def _mod(name: str, cls: type, full: tuple[dict, list[tuple]], small: tuple[dict
     return Entry(name, doc or cls.__doc__, lambda size: (cls(**size[0]), _randn(*size[1])), full, small)
 
 
-def _labelled(fn: Callable, full: tuple[int, int], small: tuple[int, int]) -> Entry:
+def _labelled(fn: Callable, full: tuple[int, int], small: tuple[int, int], name: str = "", doc: str = "") -> Entry:
     """A loss of [batch, classes] logits and integer labels in [0, classes): a size is (batch, classes)."""
     def build(size):
         batch, classes = size
         return fn, (torch.randn(batch, classes), torch.randint(0, classes, (batch,)))
-    return Entry(fn.__name__, fn.__doc__, build, full, small)
+    return Entry(name or fn.__name__, doc or fn.__doc__, build, full, small)
 
 
 _ROWS = [(2048, 1024)], [(8, 64)]  # elementwise: 2M elements (8 MB) at benchmark size; a small test shape
@@ -544,6 +591,8 @@ ENTRIES: list[Entry] = [
     # losses
     _labelled(cross_entropy, (4096, 1000), (16, 10)),
     _labelled(nll_loss, (4096, 1000), (16, 10)),
+    _labelled(cross_entropy, (512, 4096), (16, 10), "cross_entropy_wide",
+              "F.cross_entropy of [512, 4096] logits against integer labels: few rows, many classes."),
     _fn(mse_loss, *_PAIR),
     _fn(smooth_l1_loss, *_PAIR),
     _fn(hinge_loss, *_PAIR),
@@ -554,6 +603,10 @@ ENTRIES: list[Entry] = [
     _fn(sdpa, [(2, 8, 256, 64)] * 3, [(1, 2, 16, 8)] * 3),
     _mod("causal_self_attention", CausalSelfAttention, ({"d": 256, "heads": 4, "seq": 128}, [(4, 128, 256)]),
          ({"d": 32, "heads": 2, "seq": 16}, [(2, 16, 32)])),
+    _mod("gpt_block", GPTBlock, ({"d": 256, "heads": 4, "seq": 128}, [(4, 128, 256)]),
+         ({"d": 32, "heads": 2, "seq": 16}, [(2, 16, 32)])),
+    _mod("netvlad", NetVLAD, ({"d": 128, "clusters": 32}, [(16, 512, 128)]),
+         ({"d": 16, "clusters": 4}, [(2, 8, 16)])),
     _mod("vision_attention", VisionAttention, ({"c": 128, "heads": 4}, [(2, 128, 16, 16)]),
          ({"c": 16, "heads": 2}, [(1, 16, 4, 4)])),
     _mod("swiglu_mlp", SwiGLU, ({"d": 512, "hidden": 1024}, [(256, 512)]), ({"d": 32, "hidden": 64}, [(16, 32)])),
@@ -563,12 +616,14 @@ ENTRIES: list[Entry] = [
     _mod("conv_relu_batchnorm", ConvReLUBatchNorm, *_CONV),
     _mod("conv_bias_tanh", ConvBiasTanh, *_CONV),
     _mod("conv_gelu_maxpool", ConvGELUMaxPool, *_CONV),
+    _mod("conv_gelu_global_pool", ConvGELUGlobalPool, *_CONV),
     _mod("conv_groupnorm_silu", ConvGroupNormSiLU, *_CONV),
     _mod("resnet_stem_stages", ResNetStem, ({"c": 64}, [(4, 3, 112, 112)]), ({"c": 4}, [(1, 3, 16, 16)])),
     _mod("conv_pool_classifier", ConvPoolClassifier, ({"c_in": 16, "c_out": 64}, [(8, 16, 64, 64)]),
          ({"c_in": 4, "c_out": 8, "classes": 10}, [(2, 4, 8, 8)])),
     # plain externs
     _fn(argmax, [(512, 4096)], [(8, 64)]),
+    _fn(max_reduction, [(512, 4096)], [(8, 64)]),
     _fn(max_pool2d, [(8, 64, 64, 64)], [(2, 4, 8, 8)]),
     _fn(conv2d, [(8, 32, 32, 32), (64, 32, 3, 3)], [(2, 4, 8, 8), (8, 4, 3, 3)]),
 ]
