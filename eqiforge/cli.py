@@ -3,6 +3,7 @@ profile, train and evaluate the learned cost model."""
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 import torch
@@ -91,9 +92,11 @@ def parser() -> argparse.ArgumentParser:
     o.add_argument("--no-validate", action="store_true", help="skip the plan check against the captured program")
     o.add_argument("--no-cache", action="store_true",
                    help="saturate and extract again, even where EqiForge's disk cache holds the answer")
-    o.add_argument("--measure", default="always", choices=["always", "auto", "never"],
-                   help="time the program and the plan on this machine and run the faster (always, the command's "
-                        "default), only where the prediction does not decide (auto, optimize()'s default), or not")
+    o.add_argument("--measure", default=os.environ.get("EQIFORGE_MEASURE", "always"),
+                   choices=["always", "auto", "never"],
+                   help="time the program and the plan on this machine and run the faster (always: the command's "
+                        "default, else $EQIFORGE_MEASURE), only where the prediction does not decide (auto, "
+                        "optimize()'s default), or not")
     o.add_argument("--show-plan", action="store_true", help="print the chosen program")
     o.set_defaults(run=_optimize)
     sub.add_parser("rules", help="list rule sets and their rules").set_defaults(run=_rules)

@@ -129,6 +129,7 @@ def _alive(pid: int) -> bool:
     return state not in ("Z", "X")
 
 
+@pytest.mark.slow  # two worker processes started, one of them killed: ~15 s of the fuzzer's own machinery
 def test_a_hanging_job_is_killed_within_its_timeout_with_its_children(tmp_path):
     pids = tmp_path / "pids"
     hanging_source = "\n".join([
