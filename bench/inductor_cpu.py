@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import statistics
+import time
 from pathlib import Path
 
 import torch
@@ -32,25 +33,46 @@ BUILDERS = {
     "compile_eqiforge": lambda program, example: torch.compile(program, backend="eqiforge"),
     "eqiforge": lambda program, example: eqiforge.optimize(program, example, backend="torch"),
     "eqiforge_inductor": lambda program, example: eqiforge.optimize(program, example, backend="inductor"),
+    "optimize": lambda program, example: eqiforge.optimize(program, example),  # defaults: the measured choice
 }
 TITLES = {"eager": "eager", "compile": "torch.compile", "compile_eqiforge": "compile (backend=eqiforge)",
-          "eqiforge": "EqiForge (torch)", "eqiforge_inductor": "EqiForge (inductor)"}
+          "eqiforge": "EqiForge (torch)", "eqiforge_inductor": "EqiForge (inductor)",
+          "optimize": "eqiforge.optimize (defaults)"}
 
 
-def build(program, example, names) -> dict:
-    variants = {name: BUILDERS[name](program, example) for name in names}
+def build(program, example, names) -> tuple[dict, dict]:
+    """The variants, each built and called once (what compiles at its first call compiles) and checked, and
+    the seconds of each one's build and first call."""
+    variants, first_call = {}, {}
     with torch.no_grad():
         ref = program(*example)
-        for name, fn in variants.items():  # compiles what compiles at its first call, and checks it
-            err = rel_error(fn(*example), ref)
-            if err > TOLERANCE:
-                raise AssertionError(f"{name} differs from eager by {err:.2e}")
-    return variants
+    for name in names:
+        started = time.perf_counter()
+        variants[name] = BUILDERS[name](program, example)
+        with torch.no_grad():
+            out = variants[name](*example)
+        first_call[name] = time.perf_counter() - started
+        err = rel_error(out, ref)
+        if err > TOLERANCE:
+            raise AssertionError(f"{name} differs from eager by {err:.2e}")
+    return variants, first_call
+
+
+def warm_up_inductor() -> None:
+    """Compile a trivial function once, so the first program's first torch.compile call does not pay the
+    process's one-time Dynamo and Inductor start-up alone (the first calls are compared across variants)."""
+    x = torch.randn(8)
+    torch.compile(lambda t: t * 2 + 1)(x)
 
 
 def _paired(samples: dict, variant: str, base: str) -> float:
     """Median over rounds of ``variant``'s time over ``base``'s in the same round (the machine's drift cancels)."""
     return statistics.median(v / b for v, b in zip(samples[variant], samples[base]))
+
+
+def _versus_faster(samples: dict, variant: str, *bases: str) -> float:
+    """``variant``'s paired ratio (``_paired``) to the one of ``bases`` with the lowest median time."""
+    return _paired(samples, variant, min(bases, key=lambda b: statistics.median(samples[b])))
 
 
 def main() -> None:
@@ -59,6 +81,7 @@ def main() -> None:
     p.add_argument("--programs", help="comma-separated names (default: the whole suite)")
     p.add_argument("--variants", default=",".join(BUILDERS), help=f"comma-separated, of {list(BUILDERS)}")
     p.add_argument("--repeats", type=int, default=100)
+    p.add_argument("--out", help="the results file (default: bench/results/cpu_inductor[_SUITE].md)")
     args = p.parse_args()
     allocator = steady_allocator()
     suite = SUITES[args.suite][0]
@@ -67,18 +90,24 @@ def main() -> None:
     if "compile" not in variants_run:
         raise SystemExit("--variants must include compile (the yardstick)")
     ratios = [v for v in variants_run if v not in ("eager", "compile")]
-    rows = []
+    versus_best = "optimize" in variants_run and "eager" in variants_run
+    rows, first_rows = [], []
+    warm_up_inductor()
     for name in names:
         program, example = suite[name].make()
-        variants = build(program, example, variants_run)
+        variants, first_call = build(program, example, variants_run)
         with torch.no_grad():
             samples = time_round_robin(variants, fresh(example, len(variants) + 1), args.repeats)
         ms = {v: statistics.median(samples[v]) * 1e3 for v in variants_run}
         rows.append(f"| {name} | {'yes' if suite[name].algebraic_win else 'no'} | "
                     + " | ".join(f"{ms[v]:.3f}" for v in variants_run)
-                    + "".join(f" | {_paired(samples, v, 'compile'):.2f}" for v in ratios) + " |")
-        print(rows[-1], flush=True)
-    out = RESULTS / ("cpu_inductor.md" if args.suite == "algebra" else f"cpu_inductor_{args.suite}.md")
+                    + "".join(f" | {_paired(samples, v, 'compile'):.2f}" for v in ratios)
+                    + (f" | {_versus_faster(samples, 'optimize', 'eager', 'compile'):.2f}" if versus_best else "")
+                    + " |")
+        first_rows.append(f"| {name} | " + " | ".join(f"{first_call[v]:.2f}" for v in variants_run) + " |")
+        print(rows[-1], first_rows[-1], flush=True)
+    out = Path(args.out) if args.out else \
+        RESULTS / ("cpu_inductor.md" if args.suite == "algebra" else f"cpu_inductor_{args.suite}.md")
     command = " ".join(["python bench/inductor_cpu.py", *(f"--{k} {v}" for k, v in
                         (("suite", args.suite), ("programs", args.programs), ("variants", args.variants),
                          ("repeats", args.repeats)) if v)])
@@ -86,9 +115,13 @@ def main() -> None:
             f"{torch.get_num_threads()} threads, torch {torch.__version__}, median of {args.repeats} interleaved "
             f"calls, ms; ratios: median of per-round time ratios; allocator: {allocator}. `{command}`.", "",
             "| program | algebra | " + " | ".join(TITLES[v] for v in variants_run)
-            + "".join(f" | {TITLES[v]} / torch.compile" for v in ratios) + " |",
-            "|---" * (2 + len(variants_run) + len(ratios)) + "|"]
-    out.write_text("\n".join(head + rows) + "\n")
+            + "".join(f" | {TITLES[v]} / torch.compile" for v in ratios)
+            + (" | eqiforge.optimize / the faster of eager and torch.compile" if versus_best else "") + " |",
+            "|---" * (2 + len(variants_run) + len(ratios) + versus_best) + "|"]
+    first = ["", "First calls: seconds to build each variant and run its first call (compiles included; this process "
+             "compiled a trivial function first, so no variant pays Dynamo's and Inductor's start-up alone).", "",
+             "| program | " + " | ".join(TITLES[v] for v in variants_run) + " |", "|---" * (1 + len(variants_run)) + "|"]
+    out.write_text("\n".join(head + rows + first + first_rows) + "\n")
     print(f"written {out}")
 
 

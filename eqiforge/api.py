@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import torch
 
@@ -27,7 +27,7 @@ from .runtime.triton_plan import TritonPlan
 from .runtime.inductor_plan import InductorPlan, compiled_original
 from .runtime.torch_plan import TorchPlan
 
-BACKENDS = ("torch", "triton", "inductor")
+BACKENDS = ("auto", "torch", "triton", "inductor")
 SHAPES = ("specialize", "static")
 
 
@@ -36,7 +36,9 @@ class Options:
     """Everything a user can set; validated once, here."""
 
     rules: tuple[str, ...] | None = None  # rule-set names; None = every set of the backend's layers
-    backend: str = "torch"
+    backend: str = "auto"  # the code a plan runs as: "torch" (PyTorch calls), "inductor" (compiled by Inductor),
+    #                        "triton" (generated kernels), or "auto": torch code, and on CPU tensors in inference
+    #                        the faster measured of it and Inductor's compile of it (torch code when not measured)
     limits: sat.Limits = field(default_factory=sat.Limits)
     extractor: str = "auto"  # auto | greedy | ilp (auto: ilp on e-graphs up to 20k e-nodes)
     extract_seconds: float = 3.0  # extraction's time limit (greedy, then the ILP in what is left); past it the
@@ -104,6 +106,9 @@ def optimize(fn, example_inputs, example_kwargs=None, **options) -> OptimizedMod
 def _optimize_call(fn, args, kwargs, opts: Options) -> OptimizedModule:
     """One plan, for the signature of the call ``fn(*args, **kwargs)``."""
     timer = StageTimer()
+    kwargs = kwargs or {}
+    chooses_generator = opts.backend == "auto"  # the plan is lowered to torch code; Inductor is measured after
+    opts = replace(opts, backend="torch") if chooses_generator else opts
     with timer("capture"):
         captured = frontend.capture(fn, args, kwargs, fold_params=opts.fold_constants)
     optimized = optimize_graph(captured.graph, captured.input_names, captured.out_spec, opts, timer,
@@ -111,15 +116,22 @@ def _optimize_call(fn, args, kwargs, opts: Options) -> OptimizedModule:
                                written=captured.written)
     optimized.report.capture_fallback = captured.fallback
     optimized.plan_calls(captured.call)
+    no_inductor = _why_not_inductor(opts, captured, args, kwargs) if chooses_generator else "not asked"
+    budget = opts.measure_seconds / (1 if no_inductor else 2)  # both stages share measure_seconds
     why = no_better(optimized, opts)
     if opts.backend == "torch" and measurable(optimized, opts, why):  # inductor: predicted (dynamo.py measures)
         with timer("measure"):
-            why = _measured_choice(optimized, fn, args, kwargs or {}, captured, opts)  # in the report's stages
+            why = _measured_choice(optimized, fn, args, kwargs, captured, opts, budget)  # in the report's stages
     if why:
         optimized.run_original(compiled_original(fn) if opts.backend == "inductor" else fn, why)
     elif isinstance(optimized.runner, InductorPlan):  # compiled once chosen, not when the original runs
         optimized.runner.compile(captured.inputs)
         optimized.report.lowering_notes += optimized.runner.notes
+    if not no_inductor:
+        with timer("measure"):
+            _measured_generator(optimized, fn, args, kwargs, captured, opts, why)
+    elif chooses_generator and optimized.report.measured:
+        optimized.report.measured += f"; Inductor not tried: {no_inductor}"
     return optimized
 
 
@@ -131,7 +143,7 @@ def measurable(optimized, opts: Options, why: str | None) -> bool:
             and not (why or "").startswith(("the plan is PyTorch calls", "the plan computes nothing")))
 
 
-def _measured_choice(optimized, fn, args, kwargs, captured, opts: Options) -> str | None:
+def _measured_choice(optimized, fn, args, kwargs, captured, opts: Options, budget: float) -> str | None:
     """Time the program as written against the plan where the prediction does not decide (choice.py); the
     report's ``measured`` row says what was timed. Returns why the original runs, or None for the plan."""
     report = optimized.report
@@ -144,12 +156,68 @@ def _measured_choice(optimized, fn, args, kwargs, captured, opts: Options) -> st
             choice.Candidate("program", lambda: fn(*args, **kwargs), report.predicted_written or report.predicted_before,
                              captured.graph.format()),
             choice.Candidate("plan", lambda: optimized(*args, **kwargs), report.predicted_after, optimized.source)]
-        decision = choice.choose(candidates, opts.measure, opts.measure_seconds, opts.min_gain, opts.cache,
+        decision = choice.choose(candidates, opts.measure, budget, opts.min_gain, opts.cache,
                                  key=captured.graph.format())
     report.measured = decision.describe()
     if not decision.medians:  # not timed: the prediction decides, as with measure="never"
         return no_better(optimized, opts)
     return None if decision.runs == "plan" else f"measured: {decision.why}"
+
+
+def _why_not_inductor(opts: Options, captured, args, kwargs) -> str:
+    """Why backend="auto" does not time Inductor's compile of the program or plan ("": it does): only CPU
+    tensors in inference are, when measuring is allowed."""
+    if opts.measure == "never" or opts.measure_seconds <= 0:
+        return "measure='never'" if opts.measure == "never" else "a budget of 0 s"
+    tensors = [t for t in [*captured.inputs, *captured.param_inputs.values(), *captured.graph.params.values()]
+               if isinstance(t, torch.Tensor)]
+    if any(t.device.type != "cpu" for t in tensors):
+        return "not a CPU program"
+    if torch.is_grad_enabled() and any(t.requires_grad for t in captured.inputs):
+        return "an input requires grad (optimize under torch.no_grad() for inference)"
+    return choice.unsafe_to_repeat(args, kwargs)
+
+
+def _measured_generator(optimized, fn, args, kwargs, captured, opts: Options, why: str | None) -> None:
+    """backend="auto": what runs now (the program as written, or the plan as torch code) against the same
+    compiled by Inductor, timed (choice.py); the faster runs. Inductor compiles only once timing needs it
+    (a cached decision times and compiles nothing it does not run)."""
+    report = optimized.report
+    source = captured.graph.format() if why else optimized.source
+    if why:
+        compiled = compiled_original(fn)
+        faster = choice.Candidate("program under Inductor", lambda: compiled(*args, **kwargs), None,
+                                  source + "\n# under Inductor", prepare=lambda: compiled(*args, **kwargs))
+        current = choice.Candidate("program", lambda: fn(*args, **kwargs), None, source)
+    else:
+        inductor, runner = InductorPlan.of(optimized.runner), optimized.runner
+        faster = choice.Candidate("plan under Inductor", lambda: inductor(*captured.inputs), None,
+                                  source + "\n# under Inductor", prepare=lambda: _compiled(inductor, captured.inputs))
+        current = choice.Candidate("plan", lambda: runner(*captured.inputs), None, source)
+    with torch.no_grad():
+        decision = choice.choose([current, faster], "always", opts.measure_seconds / 2, opts.min_gain, opts.cache,
+                                 key=captured.graph.format())
+    report.measured = "; then ".join(filter(None, [report.measured, decision.describe()]))
+    if decision.runs != faster.name:
+        return
+    if why:
+        optimized.run_original(compiled, f"measured: {decision.why}", "the original program compiled by Inductor")
+        return
+    if inductor.graph is None:  # the decision came from the cache: compile now
+        try:
+            _compiled(inductor, captured.inputs)
+        except EqiforgeError as err:
+            report.measured += f" ({err}: the plan runs as torch code)"
+            return
+    optimized.run_plan_as(inductor, f"the plan, compiled by Inductor (measured: {decision.why})")
+    report.lowering_notes += inductor.notes
+
+
+def _compiled(plan: InductorPlan, inputs) -> None:
+    """Compile ``plan`` for inference (grad mode runs its torch code); an error says why Inductor could not."""
+    plan.compile(inputs, inference_only=True)
+    if plan.graph is None:
+        raise EqiforgeError(plan.notes[0])
 
 
 def no_better(optimized, opts: Options) -> str | None:

@@ -40,6 +40,8 @@ class Candidate:
     call: Callable[[], object]
     predicted_s: float | None = None  # the cost model's price (None: it cannot price this candidate)
     source: str = ""  # what identifies it in the decision's cache key (generated code, the program's text)
+    prepare: Callable[[], None] | None = None  # builds it (an Inductor compile) once it is to be timed: not
+    #                                            when the decision is cached or predicted, not in the budget
 
 
 @dataclass
@@ -83,7 +85,10 @@ def choose(candidates: list[Candidate], mode: str, budget_s: float, min_gain: fl
     stored = _load(entry, candidates) if entry else None
     if stored is not None:
         return stored
-    timings = timing.time_candidates({c.name: c.call for c in candidates}, budget_s, **_device_hooks(device))
+    failed = _prepared(candidates)
+    timings = timing.time_candidates({c.name: c.call for c in candidates if c.name not in failed}, budget_s,
+                                     settled=lambda t: settled(t, min_gain), **_device_hooks(device))
+    timings.failed = {**failed, **timings.failed}
     if timings.rounds < timing.MIN_ROUNDS:
         why = timings.note or "the candidates failed"
         names = [c.name for c in candidates if c.name in timings.seconds]
@@ -95,6 +100,18 @@ def choose(candidates: list[Candidate], mode: str, budget_s: float, min_gain: fl
         write_entry("measure", f"{entry}.json", json.dumps(asdict(decision)).encode())
     _record(candidates, decision, key, device)
     return decision
+
+
+def _prepared(candidates: list[Candidate]) -> dict[str, str]:
+    """Build the candidates that need it; returns why each that could not be built failed."""
+    failed = {}
+    for c in candidates:
+        try:
+            if c.prepare is not None:
+                c.prepare()
+        except Exception as err:  # noqa: BLE001 - a candidate that cannot be built is dropped, never the user's error
+            failed[c.name] = f"{type(err).__name__}: {str(err).strip()[:200]}"
+    return failed
 
 
 def unsafe_to_repeat(args: tuple, kwargs: dict) -> str:
@@ -139,6 +156,18 @@ def decide(timings: timing.Timings, order: list[str], min_gain: float) -> tuple[
             winner, why = name, (f"faster than {winner} in {sum(r < 1 for r in ratios)} of {len(ratios)} rounds, "
                                  f"{1 / timing.quantile(ratios, 0.5):.2f}x at the median")
     return winner, why
+
+
+def settled(timings: timing.Timings, min_gain: float) -> bool:
+    """Whether every pair of candidates is ordered beyond doubt: one faster than the other by more than
+    ``min_gain`` in nine rounds of ten (more rounds would not change ``decide``'s answer; they cost time)."""
+    names = list(timings.seconds)
+    for i, a in enumerate(names):
+        for b in names[i + 1:]:
+            ratios = timings.ratios(a, b)
+            if not (timing.quantile(ratios, 0.9) * (1 + min_gain) < 1 or timing.quantile(ratios, 0.1) > 1 + min_gain):
+                return False
+    return True
 
 
 def _predicted_best(candidates: list[Candidate]) -> Candidate:

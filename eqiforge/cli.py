@@ -21,10 +21,11 @@ def _optimize(args) -> int:
     limits = Limits(iterations=args.iterations, enodes=args.enodes, seconds=args.seconds)
     rules = args.rules.split(",") if args.rules else None
     print(f"optimizing {args.example or args.target} ...", file=sys.stderr)
-    opt = api.optimize(fn, inputs, rules=rules, limits=limits, extractor=args.extractor, device=args.device,
-                       cost_model=args.cost_model, backend=args.backend, fold_constants=not args.no_fold,
-                       assume_finite=not args.no_assume_finite, validate=not args.no_validate,
-                       cache=not args.no_cache, measure=args.measure, progress=True)
+    with torch.no_grad():  # inference: the candidates include Inductor's compiles, which record no autograd
+        opt = api.optimize(fn, inputs, rules=rules, limits=limits, extractor=args.extractor, device=args.device,
+                           cost_model=args.cost_model, backend=args.backend, fold_constants=not args.no_fold,
+                           assume_finite=not args.no_assume_finite, validate=not args.no_validate,
+                           cache=not args.no_cache, measure=args.measure, progress=True)
     print(opt.report.summary())
     print(f"{'output check':<19}  {_check(fn, opt, inputs)}")
     if args.show_plan:
@@ -72,9 +73,10 @@ def parser() -> argparse.ArgumentParser:
     o.add_argument("target", nargs="?", help="path.py (Model + get_inputs) or path.py:factory")
     o.add_argument("--example", help="a built-in example instead of a file (see `eqiforge examples`)")
     o.add_argument("--rules", help="comma-separated rule sets (default: all; see `eqiforge rules`)")
-    o.add_argument("--backend", default="torch", choices=["torch", "triton", "inductor"],
-                   help="torch (default: PyTorch ops, runs anywhere), triton (generated kernels; CUDA, or the "
-                        "Triton interpreter with TRITON_INTERPRET=1) or inductor (the plan compiled by "
+    o.add_argument("--backend", default="auto", choices=["auto", "torch", "triton", "inductor"],
+                   help="auto (default: torch code, or on a CPU whichever of it and Inductor's compile of it is "
+                        "measured faster), torch (PyTorch ops, runs anywhere), triton (generated kernels; CUDA, or "
+                        "the Triton interpreter with TRITON_INTERPRET=1) or inductor (the plan compiled by "
                         "torch.compile's Inductor)")
     o.add_argument("--out", help="with --backend triton: write the plan (plan.py, params.pt, meta.json) here")
     o.add_argument("--extractor", default="auto", choices=["auto", "greedy", "ilp"],

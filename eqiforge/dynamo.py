@@ -65,6 +65,8 @@ def eqiforge_backend(gm, example_inputs, options: dict | None = None, **kwargs):
     """torch.compile backend entry point. ``options`` (torch.compile's) and keyword arguments are those of
     ``eqiforge.optimize``, plus ``fallback``, ``max_shapes`` and ``freeze`` (see the module docstring)."""
     settings = {"backend": "inductor", **(options or {}), **kwargs}
+    if settings["backend"] == "auto":  # the graph and its plan are both timed compiled by Inductor already
+        settings["backend"] = "inductor"
     fallback = settings.pop("fallback", "inductor")
     max_shapes = settings.pop("max_shapes", DEFAULT_CAPACITY)
     freeze = settings.pop("freeze", True)

@@ -44,9 +44,11 @@ class Timings:
 
 def time_candidates(candidates: dict[str, Callable[[], object]], budget_s: float, *, seed: int = 0,
                     min_rounds: int = MIN_ROUNDS, max_rounds: int = MAX_ROUNDS, sync: Callable[[], None] = None,
-                    flush: Callable[[], None] = None, clock: Callable[[], float] = time.perf_counter) -> Timings:
+                    flush: Callable[[], None] = None, clock: Callable[[], float] = time.perf_counter,
+                    settled: Callable[[Timings], bool] = None) -> Timings:
     """Time every candidate (a call with no arguments) by the protocol above: rounds until ``max_rounds``, or
-    until ``budget_s`` is spent once ``min_rounds`` are done; fewer (the note says how many) where the first
+    until ``budget_s`` is spent once ``min_rounds`` are done, or until ``settled(timings)`` says more rounds
+    cannot change the decision (checked from ``2 * min_rounds`` rounds); fewer (the note says how many) where the first
     calls and rounds pass HARD_LIMIT budgets before that. ``sync`` waits for a device's queued work (CUDA); ``flush`` evicts its
     caches before each visit (a GPU's L2), so a candidate is timed on its own warm-up call only."""
     sync, flush = sync or (lambda: None), flush or (lambda: None)
@@ -67,7 +69,7 @@ def time_candidates(candidates: dict[str, Callable[[], object]], budget_s: float
     round_cost = 0.0
     for done in range(max_rounds):
         spent = clock() - started
-        if done >= min_rounds and spent >= budget_s:
+        if done >= min_rounds and spent >= budget_s or done >= 2 * min_rounds and settled and settled(timings):
             break
         if spent + round_cost > HARD_LIMIT * budget_s:  # the budget cannot fit the rounds a decision needs
             timings.note = (f"{done} rounds fit the budget of {budget_s:g} s (first calls {spent:.3g} s"

@@ -113,7 +113,7 @@ def test_optimize_measures_and_a_plan_slowed_on_purpose_runs_the_original(monkey
             forward = self.forward
             self.forward = lambda *x: (fn(*x), fn(*x), forward(*x))[2]
     monkeypatch.setattr(api, "TorchPlan", Slowed)
-    opt = eqiforge.optimize(fn, inputs, measure="always", measure_seconds=1.0)
+    opt = eqiforge.optimize(fn, inputs, backend="torch", measure="always", measure_seconds=1.0)
     assert opt.report.runs.startswith("the original program (measured: no candidate was faster")
     assert opt.report.measured.startswith("program ") and opt.report.measured.endswith("runs: program")
     assert "measured" in opt.report.summary()
@@ -123,10 +123,10 @@ def test_optimize_measures_and_a_plan_slowed_on_purpose_runs_the_original(monkey
 def test_a_second_optimization_reads_the_decision_from_the_cache(monkeypatch, tmp_path):
     monkeypatch.setenv("EQIFORGE_CACHE_DIR", str(tmp_path))
     fn, inputs = chain()
-    first = eqiforge.optimize(fn, inputs, measure="always", measure_seconds=0.2)
+    first = eqiforge.optimize(fn, inputs, backend="torch", measure="always", measure_seconds=0.2)
     assert first.report.runs == "the plan" and "rounds); runs: plan" in first.report.measured
     monkeypatch.setattr(timing, "time_candidates", lambda *a, **k: pytest.fail("measured again"))
-    again = eqiforge.optimize(fn, inputs, measure="always", measure_seconds=0.2)
+    again = eqiforge.optimize(fn, inputs, backend="torch", measure="always", measure_seconds=0.2)
     assert again.report.runs == "the plan" and "read from EqiForge's cache); runs: plan" in again.report.measured
     [line] = (tmp_path / "measure" / choice.RECORDS).read_text().splitlines()  # one measurement, one record
     record = json.loads(line)
@@ -160,8 +160,8 @@ def test_inputs_in_a_container_the_program_may_change_are_not_timed(monkeypatch)
     monkeypatch.setattr(timing, "time_candidates", lambda *a, **k: pytest.fail("timed a call on a held object"))
     x = torch.randn(64, 64)
     opt = eqiforge.optimize(lambda h: (h.tensor @ h.tensor.T).sum(-1), (Held(x),), measure="always")
-    assert opt.report.measured == ("not measured (its inputs hold a Held, which the program may change in place); "
-                                   "runs: the predicted choice")
+    held = "its inputs hold a Held, which the program may change in place"
+    assert opt.report.measured == f"not measured ({held}); runs: the predicted choice; Inductor not tried: {held}"
     torch.testing.assert_close(opt(Held(x)), (x @ x.T).sum(-1), rtol=1e-5, atol=1e-4)  # sums reassociated
 
 
@@ -208,3 +208,91 @@ def test_the_torch_compile_backend_times_both_compiled_graphs(monkeypatch, tmp_p
     assert planned.runs == "the plan" and planned.measured.startswith("graph ") and "runs: plan" in planned.measured
     assert slowed.runs.startswith("the original graph, compiled by Inductor (measured: no candidate was faster")
     assert slowed.measured.endswith("runs: graph")
+
+
+# ------------------------------------------- optimize()'s default backend: torch code or Inductor, measured
+
+def fusable():
+    """Elementwise passes over 1M floats then a row sum: Inductor fuses them into one loop, several times
+    faster than eager's five passes on any CPU; EqiForge's plan is torch calls, at eager's speed."""
+    x = torch.randn(1024, 1024)
+    return (lambda x: ((x * 2 + 1).relu() * 3 - x).sum(-1)), (x,)
+
+
+def test_auto_backend_runs_what_inductor_compiled_where_measured_faster(monkeypatch, tmp_path):
+    monkeypatch.setenv("EQIFORGE_CACHE_DIR", str(tmp_path))
+    fn, inputs = fusable()
+    with torch.no_grad():
+        opt = eqiforge.optimize(fn, inputs, measure="always", measure_seconds=1.0)
+        torch.testing.assert_close(opt(*inputs), fn(*inputs), rtol=1e-5, atol=1e-4)
+    first_stage, second_stage = opt.report.measured.split("; then ")
+    current = "plan" if first_stage.endswith("runs: plan") else "program"
+    assert second_stage.startswith(f"{current} ") and f"{current} under Inductor" in second_stage
+    assert second_stage.endswith(f"runs: {current} under Inductor")
+    assert "compiled by Inductor (measured: faster than" in opt.report.runs
+    records = [json.loads(line) for line in (tmp_path / "measure" / choice.RECORDS).read_text().splitlines()]
+    assert [c["name"] for c in records[-1]["candidates"]] == [current, f"{current} under Inductor"]
+    assert [c["predicted_s"] for c in records[-1]["candidates"]] == [None, None]  # Inductor is not priced
+
+
+def test_auto_backend_keeps_the_torch_code_where_the_compiled_plan_is_slower_and_caches_it(monkeypatch, tmp_path):
+    """The chain's plan (an algebraic win, chosen untimed under "auto"), its Inductor compile made to run the
+    program twice more per call: the torch code runs; a second optimization times and compiles nothing."""
+    from eqiforge.runtime import inductor_plan
+    monkeypatch.setenv("EQIFORGE_CACHE_DIR", str(tmp_path))
+    fn, inputs = chain()
+    real = inductor_plan.inductor_compiled
+
+    def slowed(*args, **kwargs):
+        run, graph = real(*args, **kwargs)
+        return (lambda *x: (fn(*inputs), fn(*inputs), run(*x))[2]), graph
+    monkeypatch.setattr(inductor_plan, "inductor_compiled", slowed)
+    with torch.no_grad():
+        opt = eqiforge.optimize(fn, inputs, measure="auto", measure_seconds=1.0)
+    assert opt.report.measured.startswith("not measured (plan predicted 2x or more faster than the rest); runs: "
+                                          "plan; then plan ")
+    assert opt.report.measured.endswith("runs: plan") and opt.report.runs == "the plan"
+    assert type(opt.runner) is api.TorchPlan
+    monkeypatch.setattr(timing, "time_candidates", lambda *a, **k: pytest.fail("measured again"))
+    monkeypatch.setattr(inductor_plan, "inductor_compiled", lambda *a, **k: pytest.fail("compiled again"))
+    with torch.no_grad():
+        again = eqiforge.optimize(fn, inputs, measure="auto", measure_seconds=1.0)
+    assert again.report.measured.endswith("read from EqiForge's cache); runs: plan") and again.report.runs == "the plan"
+    torch.testing.assert_close(again(*inputs), fn(*inputs), rtol=1e-4, atol=1e-3)
+
+
+def test_auto_backend_does_not_try_inductor_where_autograd_records_the_call(monkeypatch):
+    monkeypatch.setattr(api, "compiled_original", lambda fn: pytest.fail("compiled a program that trains"))
+    fn, (x,) = fusable()
+    x.requires_grad_(True)
+    opt = eqiforge.optimize(fn, (x,), measure="always", measure_seconds=0.2)
+    assert opt.report.measured.endswith("Inductor not tried: an input requires grad (optimize under "
+                                        "torch.no_grad() for inference)")
+    opt(x).sum().backward()
+    torch.testing.assert_close(x.grad, torch.func.grad(lambda x: fn(x).sum())(x.detach()))
+
+
+def test_a_plan_compiled_for_inference_runs_its_torch_code_where_autograd_records(monkeypatch):
+    """A plan chosen under Inductor records no autograd: called on an input that requires grad, its torch code
+    runs (and gradients flow); called without, Inductor's graph."""
+    from eqiforge.runtime import inductor_plan
+    fn, inputs = chain()
+    with torch.no_grad():
+        opt = eqiforge.optimize(fn, inputs, backend="torch", measure="never")
+    real, compiled_calls = inductor_plan.inductor_compiled, []
+
+    def counted(*args, **kwargs):
+        run, graph = real(*args, **kwargs)
+        return (lambda *x: (compiled_calls.append(1), run(*x))[1]), graph
+    monkeypatch.setattr(inductor_plan, "inductor_compiled", counted)
+    plan = api.InductorPlan.of(opt.runner)
+    plan.compile(inputs, inference_only=True)
+    assert plan.graph is not None
+    torch.testing.assert_close(plan(*inputs)[0], fn(*inputs), rtol=1e-4, atol=1e-3)
+    assert len(compiled_calls) == 1
+    a = inputs[0].clone().requires_grad_(True)
+    out = plan(a, *inputs[1:])[0]
+    assert out.requires_grad and len(compiled_calls) == 1
+    out.sum().backward()
+    torch.testing.assert_close(a.grad, torch.func.grad(lambda a: fn(a, *inputs[1:]).sum())(inputs[0]),
+                               rtol=1e-4, atol=1e-2)

@@ -61,7 +61,7 @@ def test_outputs_come_in_the_asked_layout_from_the_compiled_graph_itself():
 
 
 def test_the_inductor_backend_is_known_to_the_cli_options():
-    with pytest.raises(eqiforge.EqiforgeError, match="available: \\['torch', 'triton', 'inductor'\\]"):
+    with pytest.raises(eqiforge.EqiforgeError, match="available: \\['auto', 'torch', 'triton', 'inductor'\\]"):
         eqiforge.optimize(torch.relu, (torch.randn(2),), backend="xla")
 
 

@@ -24,6 +24,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode, unset_fake_temporarily
 from torch.fx.experimental.proxy_tensor import make_fx
 from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
+from ..lower.torch_code import TorchCode
 from .torch_plan import TorchPlan
 
 
@@ -87,11 +88,19 @@ class InductorPlan(TorchPlan):
         super().__init__(code)
         self.notes: list[str] = ["not compiled by Inductor yet: it runs as EqiForge's torch code"]
 
-    def compile(self, example_inputs, output_strides: list | None = None) -> None:
+    @classmethod
+    def of(cls, plan: TorchPlan) -> InductorPlan:
+        """The same plan (its code, its tensors) to be compiled by Inductor."""
+        return cls(TorchCode(plan.source, dict(plan.named_buffers()), plan._helpers))
+
+    def compile(self, example_inputs, output_strides: list | None = None, inference_only: bool = False) -> None:
         """Trace the plan at ``example_inputs`` and compile it, its outputs in ``output_strides`` when given
-        (see ``inductor_compiled``); on a failure it stays the torch code."""
+        (see ``inductor_compiled``); on a failure it stays the torch code. The compiled graph records no
+        autograd: with ``inference_only`` a call in grad mode on an input that requires grad runs the torch
+        code, which does."""
         try:
-            self.forward, graph = inductor_compiled(self.torch_forward, list(example_inputs), output_strides)
+            compiled, graph = inductor_compiled(self.torch_forward, list(example_inputs), output_strides)
+            self.forward = _without_grad(compiled, self.torch_forward) if inference_only else compiled
         except Exception as err:  # noqa: BLE001 - the torch code computes the same plan
             self.notes[:] = [f"Inductor could not compile the plan ({type(err).__name__}: {str(err).strip()[:200]}); "
                              f"it runs as EqiForge's torch code"]
@@ -110,6 +119,15 @@ class InductorPlan(TorchPlan):
 
     def __getstate__(self):  # the functions are rebuilt from the source (TorchPlan)
         return {k: v for k, v in super().__getstate__().items() if k != "torch_forward"}
+
+
+def _without_grad(compiled, torch_code):
+    """``compiled``, or ``torch_code`` where autograd is to record the call (grad mode, an input requiring grad)."""
+    def run(*tensors):
+        if torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
+            return torch_code(*tensors)
+        return compiled(*tensors)
+    return run
 
 
 def compiled_original(fn):

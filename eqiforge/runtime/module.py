@@ -56,14 +56,21 @@ class OptimizedModule(torch.nn.Module):
         self._pending = None  # the call whose plan the PlanCache is building
         self._entry = self._compile_entry(self._plan_result())
 
-    def run_original(self, fn, why: str) -> None:
-        """Calls run ``fn``, the program as the user wrote it, behind the same input check: the plan is no
-        better. ``runner`` and ``source`` still show the plan."""
+    def run_original(self, fn, why: str, what: str = "the original program") -> None:
+        """Calls run ``fn``, the program as the user wrote it (``what`` says how it runs), behind the same
+        input check: the plan is no better. ``runner`` and ``source`` still show the plan."""
         self._original = fn
         if isinstance(fn, torch.nn.Module):
             self.original = fn  # a submodule: it moves with .to() and shows in state_dict()
         self._entry = self._compile_entry("original({args})")
-        self.report.runs = f"the original program ({why})"
+        self.report.runs = f"{what} ({why})"
+
+    def run_plan_as(self, runner, what: str) -> None:
+        """Calls run the plan through ``runner``: the same plan generated another way (``what``, for the
+        report), such as compiled by Inductor."""
+        self.runner = runner
+        self._entry = self._compile_entry(self._plan_result())
+        self.report.runs = what
 
     def plan_calls(self, call: CallSpec, replan=None, original=None, capacity: int = DEFAULT_CAPACITY) -> None:
         """Calls flatten like ``call`` (the example's). With ``replan``, a call at another signature runs the
