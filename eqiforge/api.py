@@ -14,12 +14,13 @@ import torch
 from . import blocks, choice, cost, frontend, ops, validate
 from .egraph import saturate as sat
 from .errors import EqiforgeError
-from .extract import Extraction, extract
+from .extract import Extraction, extract, next_best
 from .extract.dag import Selection
 from .lower.attention_notes import unfused_attention
 from .lower.plan import Plan, build_plan, price
 from .lower.torch_code import to_torch_code
 from .cost.as_written import written_seconds
+from .cost.plans import graph_nodes
 from .lower.writer import provenance
 from .report import Report, StageTimer
 from .runtime import OptimizedModule
@@ -28,6 +29,9 @@ from .runtime.inductor_plan import InductorPlan, compiled_original
 from .runtime.torch_plan import TorchPlan
 
 BACKENDS = ("auto", "torch", "triton", "inductor")
+NEXT_PLANS = 2  # a measured choice times up to this many next-best distinct plans beside the best ...
+NEXT_PLANS_BAND = 1.5  # ... those predicted within this factor of it (the cost model's error on a CPU is that
+#                        large: a cross-entropy plan predicted 2% faster than eager ran 4x slower)
 SHAPES = ("specialize", "static")
 
 
@@ -113,7 +117,7 @@ def _optimize_call(fn, args, kwargs, opts: Options) -> OptimizedModule:
         captured = frontend.capture(fn, args, kwargs, fold_params=opts.fold_constants)
     optimized = optimize_graph(captured.graph, captured.input_names, captured.out_spec, opts, timer,
                                bound=captured.param_inputs, examples=list(captured.inputs), title=program_title(fn),
-                               written=captured.written)
+                               written=captured.written, next_plans=opts.measure != "never")
     optimized.report.capture_fallback = captured.fallback
     optimized.plan_calls(captured.call)
     no_inductor = _why_not_inductor(opts, captured, args, kwargs) if chooses_generator else "not asked"
@@ -132,6 +136,7 @@ def _optimize_call(fn, args, kwargs, opts: Options) -> OptimizedModule:
             _measured_generator(optimized, fn, args, kwargs, captured, opts, why)
     elif chooses_generator and optimized.report.measured:
         optimized.report.measured += f"; Inductor not tried: {no_inductor}"
+    optimized.next_plans = None  # the e-graph's alternatives are not kept with the module
     return optimized
 
 
@@ -151,17 +156,29 @@ def _measured_choice(optimized, fn, args, kwargs, captured, opts: Options, budge
     if unsafe:
         report.measured = f"not measured ({unsafe}); runs: the predicted choice"
         return no_better(optimized, opts)
+    sets = choice.input_sets(args, kwargs)
+    alternatives = optimized.next_plans.plans(NEXT_PLANS, NEXT_PLANS_BAND) if optimized.next_plans else []
+    modules = [optimized.alternative(runner, source, plan) for _, plan, runner, source in alternatives]
     with torch.no_grad():
         candidates = [
-            choice.Candidate("program", lambda: fn(*args, **kwargs), report.predicted_written or report.predicted_before,
-                             captured.graph.format()),
-            choice.Candidate("plan", lambda: optimized(*args, **kwargs), report.predicted_after, optimized.source)]
+            choice.Candidate("program", choice.rotating(lambda a, k: fn(*a, **k), sets),
+                             report.predicted_written or report.predicted_before, captured.graph.format()),
+            choice.Candidate("plan", choice.rotating(lambda a, k: optimized(*a, **k), sets), report.predicted_after,
+                             optimized.source, nodes=graph_nodes(optimized.plan.graph))]
+        candidates += [choice.Candidate(f"plan {i}", choice.rotating(lambda a, k, m=module: m(*a, **k), sets),
+                                        module.plan.predicted_seconds, module.source, nodes=graph_nodes(module.plan.graph))
+                       for i, module in enumerate(modules, 2)]
         decision = choice.choose(candidates, opts.measure, budget, opts.min_gain, opts.cache,
                                  key=captured.graph.format())
     report.measured = decision.describe()
     if not decision.medians:  # not timed: the prediction decides, as with measure="never"
         return no_better(optimized, opts)
-    return None if decision.runs == "plan" else f"measured: {decision.why}"
+    if decision.runs.startswith("plan "):  # a next-best plan was measured faster: it is the plan now
+        selection, plan, runner, source = alternatives[int(decision.runs.split()[1]) - 2]
+        optimized.use_plan(plan, runner, source)
+        optimized.extraction.selection = selection
+        report.predicted_after, report.ops_after = plan.predicted_seconds, plan.graph.op_counts()
+    return None if decision.runs.startswith("plan") else f"measured: {decision.why}"
 
 
 def _why_not_inductor(opts: Options, captured, args, kwargs) -> str:
@@ -185,15 +202,15 @@ def _measured_generator(optimized, fn, args, kwargs, captured, opts: Options, wh
     report = optimized.report
     source = captured.graph.format() if why else optimized.source
     if why:
-        compiled = compiled_original(fn)
-        faster = choice.Candidate("program under Inductor", lambda: compiled(*args, **kwargs), None,
-                                  source + "\n# under Inductor", prepare=lambda: compiled(*args, **kwargs))
-        current = choice.Candidate("program", lambda: fn(*args, **kwargs), None, source)
+        compiled, sets = compiled_original(fn), choice.input_sets(args, kwargs)
+        faster = choice.Candidate("program under Inductor", choice.rotating(lambda a, k: compiled(*a, **k), sets),
+                                  None, source + "\n# under Inductor", prepare=lambda: compiled(*args, **kwargs))
+        current = choice.Candidate("program", choice.rotating(lambda a, k: fn(*a, **k), sets), None, source)
     else:
-        inductor, runner = InductorPlan.of(optimized.runner), optimized.runner
-        faster = choice.Candidate("plan under Inductor", lambda: inductor(*captured.inputs), None,
+        inductor, runner, sets = InductorPlan.of(optimized.runner), optimized.runner, choice.input_sets(*captured.inputs)
+        faster = choice.Candidate("plan under Inductor", choice.rotating(inductor, sets), None,
                                   source + "\n# under Inductor", prepare=lambda: _compiled(inductor, captured.inputs))
-        current = choice.Candidate("plan", lambda: runner(*captured.inputs), None, source)
+        current = choice.Candidate("plan", choice.rotating(runner, sets), None, source)
     with torch.no_grad():
         decision = choice.choose([current, faster], "always", opts.measure_seconds / 2, opts.min_gain, opts.cache,
                                  key=captured.graph.format())
@@ -271,10 +288,11 @@ def program_title(fn) -> str:
 
 
 def optimize_graph(graph, input_names, out_spec, opts: Options, timer: StageTimer, bound=None,
-                   examples=None, title: str = "a program", written=()) -> OptimizedModule:
+                   examples=None, title: str = "a program", written=(), next_plans: bool = False) -> OptimizedModule:
     """The stages after capture, shared by ``optimize`` and the torch.compile backend. ``bound`` maps graph
     inputs that are not call arguments (live parameters) to their tensors; ``examples`` are the call's
-    inputs the plan is checked on (None: random ones)."""
+    inputs the plan is checked on (None: random ones). With ``next_plans`` the module's ``next_plans`` can
+    give the next-best plans (``NextPlans``) until the caller drops it."""
     graph.verify()
     kernels = opts.backend == "triton"
     model = cost.get_cost_model(opts.cost_model, priced_device(opts, graph, examples, bound), kernels=kernels)
@@ -314,7 +332,41 @@ def optimize_graph(graph, input_names, out_spec, opts: Options, timer: StageTime
              for name in input_names for i in [_input_node(graph, name)]]
     optimized = OptimizedModule(runner, source, specs, out_spec, plan, report)
     optimized.extraction = Extraction(snap, list(node_cost), selection)
+    shared_plan = shared is not None and shared.result is not None  # a block's plan, repeated: no alternatives
+    if next_plans and selection.choice and not shared_plan:
+        optimized.next_plans = NextPlans(lowering, selection, source, node_cost, examples)
     return optimized
+
+
+class NextPlans:
+    """The next-best distinct plans of an extraction (the ILP with a no-good cut per plan found), lowered and
+    checked like the best one: the measured choice's further candidates."""
+
+    def __init__(self, lowering, first, first_source: str, node_cost, examples):
+        self.lowering, self.first, self.first_source = lowering, first, first_source
+        self.node_cost, self.examples = node_cost, examples
+
+    def plans(self, count: int, band: float) -> list[tuple]:
+        """Up to ``count`` (selection, plan, runner, source), cheapest first, each predicted within ``band``
+        times the best plan's cost, with code of its own, passing the plan check (with ``validate``)."""
+        lowering, found, sources, plans = self.lowering, [self.first], {self.first_source}, []
+        check = None
+        for _ in range(3 * count):  # a plan whose code repeats one found (another view e-node) is cut too
+            selection = next_best(lowering.snap, self.node_cost, found, time_limit=lowering.opts.extract_seconds)
+            if selection is None or selection.cost > band * self.first.cost or len(plans) == count:
+                break
+            found.append(selection)
+            plan, runner, source, _ = lowering.lower(selection)
+            if source in sources:
+                continue
+            sources.add(source)
+            if lowering.opts.validate:
+                check = check or validate.PlanCheck(lowering.graph, lowering.input_names, self.examples,
+                                                    lowering.bound, lowering.opts.assume_finite)
+                if not check(runner).ok:
+                    continue
+            plans.append((selection, plan, runner, source))
+        return plans
 
 
 class _Lowering:

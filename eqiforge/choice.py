@@ -12,6 +12,7 @@ the data a cost model learns plan-level ranking from.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import platform
 import time
@@ -24,12 +25,14 @@ import torch.utils._pytree as pytree
 from . import timing
 from .paths import cache_dir, read_entry, write_entry
 
-VERSION = 1  # of the decisions and records: a change measures again
+VERSION = 2  # of the decisions and records (2: calls take copies of the inputs in turn): a change measures again
 MODES = ("auto", "always", "never")
 DECISIVE = 2.0  # "auto": a candidate predicted this many times faster than every other one runs untimed
 FASTER_IN = 0.75  # a candidate beats another when faster in at least this share of rounds ...
 #                   ... and by the caller's min_gain at the median
 RECORDS = "records.jsonl"
+INPUT_SETS = 4  # copies of the example inputs a candidate's calls take in turn ...
+SETS_BYTES = 256 * 2**20  # ... as long as they fit in this many bytes together (else one: the example's)
 
 
 @dataclass
@@ -42,6 +45,7 @@ class Candidate:
     source: str = ""  # what identifies it in the decision's cache key (generated code, the program's text)
     prepare: Callable[[], None] | None = None  # builds it (an Inductor compile) once it is to be timed: not
     #                                            when the decision is cached or predicted, not in the budget
+    nodes: list[dict] | None = None  # a plan's nodes as the cost model prices them (cost/plans.py), recorded
 
 
 @dataclass
@@ -100,6 +104,26 @@ def choose(candidates: list[Candidate], mode: str, budget_s: float, min_gain: fl
         write_entry("measure", f"{entry}.json", json.dumps(asdict(decision)).encode())
     _record(candidates, decision, key, device)
     return decision
+
+
+def input_sets(*inputs) -> list[tuple]:
+    """Copies of ``inputs`` (tensors cloned, anything else shared) for candidates' calls to take in turn
+    (``rotating``): a timed call then reads inputs the untimed call before it did not leave in the caches,
+    as a layer reads what the layer before it wrote, and as bench/'s timings do; on the example alone a
+    program of several passes over its input (eager's) was timed 1.6x faster than with fresh inputs, and a
+    fused one (Inductor's) gained nothing."""
+    tensors = [t for t in pytree.tree_leaves(inputs) if isinstance(t, torch.Tensor)]
+    size = sum(t.numel() * t.element_size() for t in tensors)
+    if size * INPUT_SETS > SETS_BYTES:
+        return [inputs]
+    return [pytree.tree_map(lambda x: x.clone() if isinstance(x, torch.Tensor) else x, inputs)
+            for _ in range(INPUT_SETS)]
+
+
+def rotating(call: Callable, sets: list[tuple]) -> Callable[[], object]:
+    """A call with no arguments: ``call(*inputs)`` on the next of ``sets`` each time."""
+    turn = itertools.cycle(sets)
+    return lambda: call(*next(turn))
 
 
 def _prepared(candidates: list[Candidate]) -> dict[str, str]:
@@ -214,7 +238,8 @@ def _record(candidates: list[Candidate], decision: Decision, key: str, device: s
     line = {"version": VERSION, "time": time.time(), "program": key, "device": device, "machine": machine(),
             "runs": decision.runs, "rounds": decision.rounds,
             "candidates": [{"name": c.name, "predicted_s": c.predicted_s, "measured_s": decision.medians.get(c.name),
-                            "failed": decision.failed.get(c.name)} for c in candidates]}
+                            "failed": decision.failed.get(c.name), **({"nodes": c.nodes} if c.nodes else {})}
+                           for c in candidates]}
     folder = cache_dir("measure")
     try:
         folder.mkdir(parents=True, exist_ok=True)

@@ -212,11 +212,13 @@ def _measured_choice(gm, example_inputs, optimized, examples, live, weights, str
     report = optimized.report
     plan = _plan_callable(optimized, examples, live, strides)
     graph = _fallback_compiler(fallback)(gm, example_inputs)
-    inputs = [weights[i] if i in weights else examples[live.index(i)] for i in range(len(example_inputs))]
-    candidates = [choice.Candidate("graph", lambda: graph(list(inputs)), report.predicted_written
-                                   or report.predicted_before, gm.code),
-                  choice.Candidate("plan", lambda: plan(list(inputs)), report.predicted_after, optimized.source)]
     with unset_fake_temporarily(), torch.no_grad():
+        sets = [[weights[i] if i in weights else fresh[live.index(i)] for i in range(len(example_inputs))]
+                for fresh in choice.input_sets(*examples)]  # activations copied, weights shared
+        candidates = [choice.Candidate("graph", choice.rotating(lambda *x: graph(list(x)), sets),
+                                       report.predicted_written or report.predicted_before, gm.code),
+                      choice.Candidate("plan", choice.rotating(lambda *x: plan(list(x)), sets), report.predicted_after,
+                                       optimized.source)]
         decision = choice.choose(candidates, opts.measure, opts.measure_seconds, opts.min_gain, opts.cache,
                                  key=gm.code, device=examples[0].device.type if examples else "cpu")
     report.measured = decision.describe()

@@ -296,3 +296,41 @@ def test_a_plan_compiled_for_inference_runs_its_torch_code_where_autograd_record
     out.sum().backward()
     torch.testing.assert_close(a.grad, torch.func.grad(lambda a: fn(a, *inputs[1:]).sum())(inputs[0]),
                                rtol=1e-4, atol=1e-2)
+
+
+# ------------------------------------------------------------- next-best plans: more candidates, measured
+
+def shared_factor():
+    a, b, c = torch.randn(256, 256), torch.randn(256, 256), torch.randn(256, 1)
+    return (lambda a, b, c: a * c + b * c), (a, b, c)
+
+
+def test_next_best_plans_are_timed_beside_the_best_and_recorded(monkeypatch, tmp_path):
+    """With a band wide enough for them, the next-best distinct plans (each checked) are candidates too;
+    whichever runs computes the program."""
+    monkeypatch.setenv("EQIFORGE_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(api, "NEXT_PLANS_BAND", 100.0)
+    fn, inputs = shared_factor()
+    with torch.no_grad():
+        opt = eqiforge.optimize(fn, inputs, backend="torch", measure="always", measure_seconds=0.5)
+        torch.testing.assert_close(opt(*inputs), fn(*inputs))
+    assert "plan 2 " in opt.report.measured
+    [record] = [json.loads(line) for line in (tmp_path / "measure" / choice.RECORDS).read_text().splitlines()]
+    names = [c["name"] for c in record["candidates"]]
+    assert names[:3] == ["program", "plan", "plan 2"] and names[3:] in ([], ["plan 3"])
+    predicted = [c["predicted_s"] for c in record["candidates"][1:]]
+    assert predicted == sorted(predicted) and all(c["measured_s"] > 0 for c in record["candidates"])
+
+
+def test_a_next_best_plan_measured_faster_becomes_the_plan(monkeypatch):
+    monkeypatch.setattr(api, "NEXT_PLANS_BAND", 100.0)
+    monkeypatch.setattr(choice, "decide", lambda timings, order, gain: ("plan 2", "measured faster (a test)"))
+    fn, inputs = shared_factor()
+    best = eqiforge.optimize(fn, inputs, backend="torch", measure="never")
+    with torch.no_grad():
+        opt = eqiforge.optimize(fn, inputs, backend="torch", measure="always", measure_seconds=0.2, cache=False)
+    assert opt.report.runs == "the plan" and opt.report.measured.endswith("runs: plan 2")
+    assert opt.source != best.source and opt.plan.predicted_seconds > best.plan.predicted_seconds
+    assert opt.report.predicted_after == opt.plan.predicted_seconds
+    assert opt.extraction.selection.method == "ilp (next best)"
+    torch.testing.assert_close(opt(*inputs), fn(*inputs))

@@ -7,7 +7,7 @@ import pytest
 
 from eqiforge.egraph.snapshot import Snapshot
 from eqiforge.errors import EqiforgeError
-from eqiforge.extract import METHODS, Selection, extract
+from eqiforge.extract import METHODS, Selection, extract, next_best
 
 EXACT_AND_FAST = ("greedy", "ilp")  # the two algorithms; "auto" picks one of them
 from eqiforge.extract.api import _why_not_ilp
@@ -121,6 +121,33 @@ def test_ilp_never_worse_than_greedy_and_exact_on_tiny_graphs():
             assert sel.cost == dag_cost(snap, costs, sel.choice)
             assert set(check_choice(snap, sel.choice)) == set(sel.choice)
         assert ilp.cost == pytest.approx(brute_force(snap, costs), abs=1e-12)
+
+
+def distinct_choices(snap, costs):
+    """Every distinct plan (the e-nodes the roots need, over every acyclic choice) and its DAG cost."""
+    found = {}
+    for picks in itertools.product(*snap.class_nodes()):
+        try:
+            needed = check_choice(snap, dict(enumerate(picks)))
+        except ValueError:
+            continue  # cyclic
+        plan = frozenset((c, picks[c]) for c in needed)
+        found[plan] = dag_cost(snap, costs, dict(plan))
+    return found
+
+
+def test_next_best_walks_the_distinct_plans_in_cost_order():
+    """k calls give the k cheapest distinct plans (brute force over every choice), then None."""
+    for seed in range(30):
+        snap, costs = random_snapshot(seed, num_classes=3 + seed % 4, max_nodes=3)
+        plans = distinct_choices(snap, costs)
+        found = [extract(snap, costs, method="ilp")]
+        while (more := next_best(snap, costs, found)) is not None:
+            assert more.method == "ilp (next best)" and more.cost == dag_cost(snap, costs, more.choice)
+            found.append(more)
+            assert len(found) <= len(plans)
+        assert len({frozenset(s.choice.items()) for s in found}) == len(found) == len(plans)
+        assert [s.cost for s in found] == pytest.approx(sorted(plans.values()), abs=1e-12)
 
 
 @pytest.mark.parametrize("unit", [1e-6, 1.0, 1e3])

@@ -1,12 +1,14 @@
 """The learned cost model: an ensemble of small MLPs correcting the roofline prior.
 
-    seconds = prior(node) * exp(mean over members of MLP_i(feature_vector(node)))
+    seconds = prior(node) * exp(mean over members of MLP_i(feature_vector(node))) * exp(op_factor(node.op))
 
 Each member predicts log(measured / prior), so an untrained or unsure model stays near the prior, the
 analytical structure (waves, bandwidth, peaks) need not be re-learned, and errors are relative, as the
 extraction's decisions are. Members differ by seed and bootstrap sample; their spread says where the model is
-unsure (active learning measures there). Only kernel nodes are corrected: profiling records cover kernels, and
-the prior prices the rest (views, PyTorch calls, infeasible tiles).
+unsure (active learning measures there). The MLPs correct kernel nodes only: profiling records cover kernels.
+The op factors (default 1) are fitted afterwards to measured whole plans (``fit_plans``, cost/plans.py): one
+per op, they correct what kernel profiling cannot see, such as the host cost of the PyTorch calls a plan of
+the torch backend makes.
 
 A model file (``.npz``, no pickle) holds a JSON header (device, torch/triton versions, feature version,
 training-data summary), the input normalisation and every member's weights.
@@ -23,6 +25,7 @@ import torch
 from ..errors import EqiforgeError
 from .devices import Device, get_device
 from .features import NodeFeatures
+from .plans import fit_op_factors
 from .roofline import RooflinePrior
 from .vector import FEATURE_NAMES, FEATURE_VERSION, feature_vector
 
@@ -51,12 +54,14 @@ class LearnedModel:
         self.mean = np.zeros(len(FEATURE_NAMES))
         self.scale = np.ones(len(FEATURE_NAMES))
         self.header = {"format": FORMAT, "device": self.device.name, "versions": library_versions(),
-                       "feature_version": FEATURE_VERSION, "kernels": kernels, "training": {}}
+                       "feature_version": FEATURE_VERSION, "kernels": kernels, "training": {}, "op_factors": {}}
 
     @property
     def name(self) -> str:
         records = self.header["training"].get("records", 0)
-        return f"learned model ({self.device.name}; {records} records, {len(self.nets)} MLPs)"
+        plans = self.header["training"].get("plans", {}).get("programs")
+        fitted = f", op factors from {plans} programs" if plans else ""
+        return f"learned model ({self.device.name}; {records} records, {len(self.nets)} MLPs{fitted})"
 
     # ------------------------------------------------------------------------------------------ prediction
     def _inputs(self, batch: list[NodeFeatures]) -> torch.Tensor:
@@ -82,6 +87,9 @@ class LearnedModel:
         if mask.any():
             chosen = [f for f, m in zip(batch, mask) if m]
             prior[mask] *= np.exp(self.member_log_ratios(chosen).mean(axis=0))
+        factors = self.header.get("op_factors") or {}
+        if factors:
+            prior *= np.exp([factors.get(f.op, 0.0) for f in batch])
         return prior
 
     def spread(self, batch: list[NodeFeatures]) -> np.ndarray:
@@ -116,6 +124,14 @@ class LearnedModel:
                 opt.step()
             net.eval()
         self.header["training"] = {"records": len(batch), "epochs": epochs, "seed": seed, **(summary or {})}
+        return self
+
+    def fit_plans(self, groups: list, summary: dict | None = None) -> "LearnedModel":
+        """Fit the op factors to measured plans (cost/plans.py's groups), the MLPs as they are."""
+        self.header["op_factors"] = {}
+        self.header["op_factors"] = fit_op_factors(self, groups)
+        self.header["training"]["plans"] = {"programs": len(groups), "plans": sum(len(g.plans) for g in groups),
+                                            **(summary or {})}
         return self
 
     # ------------------------------------------------------------------------------------------ files

@@ -64,6 +64,25 @@ def extract(snap: Snapshot, node_cost: Costs, roots: Sequence[int] | None = None
     return chosen
 
 
+def next_best(snap: Snapshot, node_cost: Costs, found: Sequence[Selection], roots: Sequence[int] | None = None,
+              time_limit: float = 1.0) -> Selection | None:
+    """The cheapest choice that is none of ``found``'s (the ILP with a no-good cut per plan found), or None:
+    no other choice exists, the e-graph is past AUTO_ILP_MAX_NODES, or the solver found none in
+    ``time_limit`` (a solution it did not prove optimal is returned, its method says so). Called k times, it gives the k best distinct plans, the candidates a measured choice
+    times beyond the best."""
+    started = time.perf_counter()
+    roots = list(snap.roots if roots is None else roots)
+    if snap.num_nodes > AUTO_ILP_MAX_NODES:
+        return None
+    solvable = solvable_classes(snap, node_cost)
+    choice, quality = ilp_choice(snap, node_cost, roots, solvable, time_limit,
+                                 excluded=[selection.choice for selection in found])
+    if choice is None:
+        return None
+    return select(snap, node_cost, choice, roots, "ilp (next best" + ("" if quality == "optimal" else
+                                                                      f", {quality}") + ")", started)
+
+
 def _why_not_ilp(snap: Snapshot, node_cost: Costs, roots: list[int], exact: dict[int, int] | None, quality: str,
                  fast: dict[int, int]) -> str:
     """Why the ILP's answer cannot be used ("" when it can): none came back, or a timed-out one is worse."""

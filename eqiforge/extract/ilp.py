@@ -30,12 +30,14 @@ _NO_TIME = 1e-6
 
 
 def ilp_choice(snap: Snapshot, node_cost: Costs, roots: Sequence[int], solvable: list[bool],
-               time_limit: float, deadline: float | None = None) -> tuple[dict[int, int] | None, str]:
+               time_limit: float, deadline: float | None = None,
+               excluded: Sequence[dict[int, int]] = ()) -> tuple[dict[int, int] | None, str]:
     """Solve the extraction ILP: (choice, how good it is: "optimal" or why not) or (None, why there is no
     solution). The solver stops at ``deadline`` (a ``time.perf_counter()`` value; default: ``time_limit``
-    from now), so building the model counts against the time limit too."""
+    from now), so building the model counts against the time limit too. ``excluded`` choices are cut off
+    (no-good cuts): the answer is then the best choice that is none of them, the next-best plan."""
     deadline = time.perf_counter() + time_limit if deadline is None else deadline
-    model = _Model(snap, node_cost, roots, solvable)
+    model = _Model(snap, node_cost, roots, solvable, excluded)
     if not model.nodes:
         return {}, "optimal"  # no roots: nothing to choose
     left = max(deadline - time.perf_counter(), _NO_TIME)
@@ -65,12 +67,15 @@ def _not_proven(said: str) -> str:
     return f"{limit}: not proven optimal"
 
 
-def candidate_nodes(snap: Snapshot, node_cost: Costs, roots: Sequence[int], solvable: list[bool]) -> list[int]:
-    """The e-nodes worth a variable, in index order (see the module docstring for what is pruned)."""
+def candidate_nodes(snap: Snapshot, node_cost: Costs, roots: Sequence[int], solvable: list[bool],
+                    dominated: bool = False) -> list[int]:
+    """The e-nodes worth a variable, in index order (see the module docstring for what is pruned; with
+    ``dominated``, an e-node dearer than another of its class with the same children is kept: the next-best
+    plans include such alternatives, e.g. another kernel for the same operands)."""
     kids = child_classes(snap)
-    cheapest: dict[tuple[int, tuple[int, ...]], int] = {}
+    cheapest: dict[tuple, int] = {}
     for n, usable in enumerate(usable_nodes(snap, node_cost, solvable)):
-        key = (snap.node_class[n], kids[n])
+        key = (snap.node_class[n], kids[n], n if dominated else None)
         if usable and (key not in cheapest or node_cost[n] < node_cost[cheapest[key]]):
             cheapest[key] = n
     by_class: dict[int, list[int]] = {}
@@ -88,8 +93,9 @@ def candidate_nodes(snap: Snapshot, node_cost: Costs, roots: Sequence[int], solv
 class _Model:
     """The ILP's arrays. Variables are laid out as [x per candidate node | y per class | t per cyclic class]."""
 
-    def __init__(self, snap: Snapshot, node_cost: Costs, roots: Sequence[int], solvable: list[bool]):
-        self.nodes = candidate_nodes(snap, node_cost, roots, solvable)
+    def __init__(self, snap: Snapshot, node_cost: Costs, roots: Sequence[int], solvable: list[bool],
+                 excluded: Sequence[dict[int, int]] = ()):
+        self.nodes = candidate_nodes(snap, node_cost, roots, solvable, dominated=bool(excluded))
         self.kids = child_classes(snap)
         self.classes = sorted({snap.node_class[n] for n in self.nodes})
         self.y = {c: len(self.nodes) + i for i, c in enumerate(self.classes)}
@@ -99,6 +105,8 @@ class _Model:
         self._one_node_per_needed_class(snap)
         self._chosen_node_needs_children()
         self._acyclic_within_components(snap)
+        for choice in excluded:
+            self._not(choice)
         self._finish(node_cost, roots)
 
     def _cyclic_components(self, snap: Snapshot) -> dict[int, frozenset[int]]:
@@ -128,6 +136,16 @@ class _Model:
                     big_m = float(len(component))
                     self.rows.append(([self.t[snap.node_class[n]], self.t[d], i], [1.0, -1.0, -big_m],
                                       1.0 - big_m, np.inf))
+
+    def _not(self, choice: dict[int, int]) -> None:
+        """No-good cut: not every e-node of ``choice`` again (sum of their x <= count - 1). A choice holding a
+        node without a variable cannot be chosen anyway. Costs are positive, so a solution never holds a
+        node it does not need: a different node set is a different plan."""
+        column = {n: i for i, n in enumerate(self.nodes)}
+        chosen = set(choice.values())
+        if chosen <= column.keys():
+            cols = sorted(column[n] for n in chosen)
+            self.rows.append((cols, [1.0] * len(cols), -np.inf, len(cols) - 1.0))
 
     def _finish(self, node_cost: Costs, roots: Sequence[int]) -> None:
         """Turn the rows and per-variable data into milp's arguments."""

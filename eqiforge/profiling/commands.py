@@ -9,10 +9,12 @@ import itertools
 import sys
 from pathlib import Path
 
-from ..cost import learned
+from ..cost import learned, plans
 from ..cost.dataset import read_records, record_features
 from ..cost.devices import DEVICES
 from ..cost.metrics import table
+from ..cost.plans import split_programs
+from ..cost.roofline import RooflinePrior
 from ..cost.train import evaluate_models, train_model
 from ..errors import EqiforgeError
 from .candidates import active_selection, sweep
@@ -71,6 +73,9 @@ def _profile_cpu(args) -> int:
 def _train(args) -> int:
     records = read_records(args.data)
     model = train_model(records, args.held_out, args.seed, epochs=args.epochs)
+    if args.plans:
+        train, test = split_programs(_plan_groups(args.plans), args.held_out, args.seed)
+        model.fit_plans(train, {"held_out_programs": len(test), "split_seed": args.seed})
     where = model.save(args.out or Path(args.data) / learned.MODEL_FILE)
     print(f"{model.name}: written to {where}")
     return 0
@@ -81,7 +86,20 @@ def _eval(args) -> int:
     model = learned.LearnedModel.load(args.model or Path(args.data) / learned.MODEL_FILE)
     print(f"held-out shapes of {args.data} ({model.device.name}):")
     print(table(evaluate_models(records, [model], args.held_out, args.seed)))
+    if args.plans:
+        _, test = split_programs(_plan_groups(args.plans), args.held_out, args.seed)
+        prior = RooflinePrior(model.device, kernels=model.header.get("kernels", True))
+        print(f"\nheld-out programs of {args.plans}: each program's measured plans, ranked by the sum of their prices")
+        print(plans.table({m.name: plans.plan_metrics(test, m) for m in (prior, model)}))
     return 0
+
+
+def _plan_groups(path) -> list:
+    groups = plans.plan_groups(read_records(path))
+    if not groups:
+        raise EqiforgeError(f"{path}: no measured choice with two plans or more (records written by "
+                            "`measure=\"always\"` optimizations; see docs/usage.md#measured-choice)")
+    return groups
 
 
 def _calibrate(args) -> int:
@@ -116,6 +134,9 @@ def add_commands(sub) -> None:
         v.add_argument("--data", required=True, help="a records file or a directory of *.jsonl")
         v.add_argument("--held-out", type=float, default=0.25, help="fraction of shapes held out (default 0.25)")
         v.add_argument("--seed", type=int, default=0, help="shape-split and training seed")
+        v.add_argument("--plans", help="measured-choice records (a records.jsonl or a directory): fit the op "
+                                       "factors on their training programs (train), rank the plans of the "
+                                       "held-out ones (eval)")
         if verb == "train":
             v.add_argument("--epochs", type=int, default=400)
             v.add_argument("--out", help="model file (default DATA/model.npz)")

@@ -47,6 +47,7 @@ class OptimizedModule(torch.nn.Module):
         self._arity = len(input_specs)  # a call of this many positional arguments and no keywords: fast path
         self._signature = tuple((tuple(shape), ops.DTYPES[dtype]) for _, shape, dtype in input_specs)
         self._original = None
+        self.next_plans = None  # api.NextPlans while a measured choice may time them
         self._replan = None  # (args, kwargs) -> OptimizedModule for a new signature; None: shapes="static"
         self._original_program = None  # what runs a new signature that gets no plan
         self.plans: PlanCache | None = None  # the plans of other signatures, built on first use
@@ -64,6 +65,17 @@ class OptimizedModule(torch.nn.Module):
             self.original = fn  # a submodule: it moves with .to() and shows in state_dict()
         self._entry = self._compile_entry("original({args})")
         self.report.runs = f"{what} ({why})"
+
+    def alternative(self, runner, source: str, plan) -> OptimizedModule:
+        """A module running another plan of the same program, called as this one is (to time the two alike)."""
+        other = OptimizedModule(runner, source, self.input_specs, self.out_spec, plan, self.report)
+        other.plan_calls(self.call)
+        return other
+
+    def use_plan(self, plan, runner, source: str) -> None:
+        """Calls run another plan of the same program (``runner`` lowered from ``plan``): one measured faster."""
+        self.plan, self._source = plan, source
+        self.run_plan_as(runner, self.report.runs)
 
     def run_plan_as(self, runner, what: str) -> None:
         """Calls run the plan through ``runner``: the same plan generated another way (``what``, for the
