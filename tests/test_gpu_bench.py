@@ -62,6 +62,10 @@ def test_export_writes_standalone_plans(plans):
         assert imports <= {"torch", "eqiforge.native"}, (name, imports)
 
 
+#: the fields of a measured choice's record (eqiforge/choice.py), which the GPU run writes as well
+RECORD_FIELDS = {"version", "time", "program", "device", "machine", "runs", "rounds", "candidates"}
+
+
 def test_dry_run_checks_every_plan_without_egglog(plans, tmp_path):
     done = _python("-c", DRY_RUN, GPU / "run.py", plans, tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
@@ -89,6 +93,17 @@ def test_dry_run_checks_every_plan_without_egglog(plans, tmp_path):
             assert r["ms"]["eqiforge_inductor"] == r["ms"]["compile"]
             assert r["skipped"]["eqiforge_inductor"].startswith("runs torch.compile's program: the original"), r
     assert results["programs"]["mlp_fp16"]["tflops"]  # GEMM-heavy: FLOPs recorded at export
+    records = [json.loads(line) for line in (tmp_path / "gpu_dry_run_records.jsonl").read_text().splitlines()]
+    assert [r["program"] for r in records] == list(results["programs"])  # the measured choice's format:
+    from eqiforge import choice
+    from eqiforge.cost import plans as plan_data
+    assert all(r["version"] == choice.VERSION and set(r) == RECORD_FIELDS for r in records)
+    for r in records:
+        ms = results["programs"][r["program"]]["ms"]
+        assert {c["name"]: c["measured_s"] for c in r["candidates"]} == {v: t * 1e-3 for v, t in ms.items()}
+        [plan] = [c for c in r["candidates"] if c["name"] == "eqiforge"]
+        assert plan["predicted_s"] > 0 and plan["nodes"] and r["runs"] == min(ms, key=ms.get)
+        assert [plan_data.node_record(n) for n in plan["nodes"]]  # priceable by a cost model
     long = results["programs"]["attention_causal_s33_d16_bf16"]
     assert long["flops"] == 4 * 2 * 33 * 33 * 16  # QK^T and PV on the meta device (causal: SDPA counts all)
     header = (tmp_path / "gpu_dry_run.md").read_text().split("\n| program |")[1].splitlines()[0]

@@ -37,6 +37,7 @@ import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 import eqiforge
+from eqiforge.cost.plans import graph_nodes
 import run
 
 SIZE_LIMIT_MB = 48  # the carried paths travel in 64 MiB with the rest
@@ -162,7 +163,8 @@ def export(spec: dict, entry: Entry, folder: Path) -> dict:
                "tolerance": tolerance, "predicted_us": r.predicted_after * 1e6,
                "predicted_us_as_written": r.predicted_before * 1e6, "cost_model": r.cost_model,
                "enodes": r.enodes, "eclasses": r.eclasses, "stop_reason": r.stop_reason,
-               "kernels": len(generated.kernels), "fallbacks": generated.fallbacks, "optimize_s": seconds}
+               "kernels": len(generated.kernels), "fallbacks": generated.fallbacks, "optimize_s": seconds,
+               "nodes": graph_nodes(opt.plan.graph)}  # what the cost model priced: the GPU's records keep it
     (folder / "program.json").write_text(json.dumps(program, indent=2) + "\n")
     mb = sum(f.stat().st_size for f in folder.rglob("*") if f.is_file()) / 2**20
     return {"entry": spec["entry"], "kernels": program["kernels"], "predicted us": f"{program['predicted_us']:.1f}",

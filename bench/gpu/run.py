@@ -26,7 +26,10 @@ three passes so that the time budget cuts the least important numbers: 1) every 
 EqiForge; 2) torch.compile (default) of every program, then EqiForge's inductor backend; 3) max-autotune
 while the budget allows. Results are
 rewritten after every step, so a kill leaves the partial results: ``gpu.json`` and ``gpu.md`` in ``--out``;
-a short table is printed last.
+a short table is printed last. ``gpu_records.jsonl`` holds the same measurements in the records format of
+EqiForge's measured choice (``eqiforge/choice.py``; docs/usage.md#measured-choice), one line per program:
+the candidates with their measured seconds, EqiForge's plan with its predicted seconds and its nodes, the
+data a GPU cost model learns plan-level ranking from.
 
     python bench/gpu/run.py [--plans bench/gpu/plans] [--out bench/results] [--budget-s 420] [--no-max-autotune]
     python bench/gpu/run.py --dry-run-cpu --plans DIR --out DIR   # tiny plans on a CPU, Triton interpreter
@@ -182,7 +185,9 @@ class Session:
         self.input_sets = args.input_sets
         self.started = time.monotonic()
         self.deadline = self.started + args.budget_s
-        self.paths = [args.out / f"{'gpu_dry_run' if self.dry else 'gpu'}.{ext}" for ext in ("json", "md")]
+        self.plans = args.plans
+        stem = "gpu_dry_run" if self.dry else "gpu"
+        self.paths = [args.out / f"{stem}.{ext}" for ext in ("json", "md")] + [args.out / f"{stem}_records.jsonl"]
         self.results = {"machine": machine(self.device), "budget_s": args.budget_s, "input_sets": args.input_sets,
                         "mode": "dry run on a CPU (Triton interpreter; times are not measurements)" if self.dry
                         else "CUDA", "programs": {}}
@@ -328,11 +333,35 @@ class Session:
         self.results["elapsed_s"] = time.monotonic() - self.started
         for record in self.results["programs"].values():
             record.update(derived(record))
-        texts = [json.dumps(self.results, indent=2) + "\n", markdown(self.results)]
+        texts = [json.dumps(self.results, indent=2) + "\n", markdown(self.results),
+                 "".join(json.dumps(records_line(name, self.results, self.plans, self.device.type)) + "\n"
+                         for name in self.results["programs"])]
         for path, text in zip(self.paths, texts):
             tmp = path.with_name(path.name + ".tmp")  # written whole, then renamed: a kill leaves a valid file
             tmp.write_text(text)
             tmp.replace(path)
+
+
+#: the version of eqiforge/choice.py's records this writes (the GPU machine does not import eqiforge.choice:
+#: its cost-model imports want scipy); tests/test_gpu_bench.py checks the two agree
+RECORDS_VERSION = 2
+
+
+def records_line(name: str, results: dict, plans: Path, device: str) -> dict:
+    """One program's measurements as a record of the measured choice: every timed variant a candidate
+    (``do_bench`` medians, so no rounds), EqiForge's triton plan with its predicted seconds and nodes."""
+    record = results["programs"][name]
+    spec_path = plans / name / "program.json"
+    nodes = json.loads(spec_path.read_text()).get("nodes") if spec_path.exists() else None
+    candidates = [{"name": variant, "predicted_s": record["predicted_us"] * 1e-6 if variant == "eqiforge" else None,
+                   "measured_s": ms * 1e-3, "failed": None, **({"nodes": nodes} if variant == "eqiforge" and nodes else {})}
+                  for variant, ms in record["ms"].items()]
+    candidates += [{"name": variant, "predicted_s": None, "measured_s": None, "failed": why}
+                   for variant, why in record["errors"].items() if variant not in record["ms"]]
+    timed = [c for c in candidates if c["measured_s"]]
+    return {"version": RECORDS_VERSION, "time": time.time(), "program": name, "device": device,
+            "machine": results["machine"], "runs": min(timed, key=lambda c: c["measured_s"])["name"] if timed else None,
+            "rounds": None, "candidates": candidates}
 
 
 def machine(device: torch.device) -> dict:

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # THE command to run on a GPU machine: check every exported plan and time eager, torch.compile (default and
 # max-autotune) and EqiForge within an 8-minute budget (420 s of work, the rest start-up and a compile that
-# runs over). Results: bench/results/gpu.json and gpu.md (or --out DIR); a short table is printed last.
+# runs over). Results: bench/results/gpu.json, gpu.md and gpu_records.jsonl (or --out DIR); a short table is
+# printed last.
 #
 # The plans are made beforehand where egglog is installed (python bench/gpu/export_plans.py) into
 # bench/gpu/plans, which git ignores: carry that folder to the GPU machine with the working tree.

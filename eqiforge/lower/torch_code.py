@@ -152,9 +152,23 @@ class _TorchWriter(PlanWriter):
         vector = self.vector_form(i)
         if vector is not None:
             return vector
+        if n.op == "MatMul" and len(g.nodes[n.inputs[0]].shape) >= 3 \
+                and len(g.nodes[self._before_broadcast(n.inputs[1])].shape) == 2:
+            return self.folded_matmul(n)
         if n.op in BROADCASTING:
             return torch_call(n, self.broadcast_operands(n))
         return torch_call(n, [self.operand(j) for j in n.inputs])
+
+    def folded_matmul(self, n) -> str:
+        """A batch of rows times one matrix ([..., M, K] @ [K, N], the matrix as is or expanded over the
+        batch, as the frontend writes F.linear) as one 2-D product, as F.linear computes it: ``torch.matmul``
+        of an expanded matrix, or of a 3-D operand it cannot view as 2-D (a permuted activation), runs
+        ``bmm`` on a CPU, a copy and a product per batch element: 1.2 ms against 0.1 ms in
+        nn.MultiheadAttention's in-projection of 256 tokens. ``reshape`` copies only what no view gives."""
+        a, b = n.inputs
+        *lead, k = self.graph.nodes[a].shape
+        matrix = self.operand(self._before_broadcast(b))
+        return f"torch.matmul({self.operand(a)}.reshape(({math.prod(lead)}, {k})), {matrix}).reshape({tuple(n.shape)})"
 
     def broadcast_operands(self, n) -> list[str]:
         """The operands of an elementwise op, read past the Expands (and reshapes adding leading 1s) that
