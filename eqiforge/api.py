@@ -117,7 +117,7 @@ def _optimize_call(fn, args, kwargs, opts: Options) -> OptimizedModule:
         captured = frontend.capture(fn, args, kwargs, fold_params=opts.fold_constants)
     optimized = optimize_graph(captured.graph, captured.input_names, captured.out_spec, opts, timer,
                                bound=captured.param_inputs, examples=list(captured.inputs), title=program_title(fn),
-                               written=captured.written, next_plans=opts.measure != "never")
+                               written=captured.written, next_plans=opts.backend == "torch" and opts.measure != "never")
     optimized.report.capture_fallback = captured.fallback
     optimized.plan_calls(captured.call)
     no_inductor = _why_not_inductor(opts, captured, args, kwargs) if chooses_generator else "not asked"
