@@ -352,8 +352,10 @@ class NextPlans:
         lowering, found, sources, plans = self.lowering, [self.first], {self.first_source}, []
         check = None
         for _ in range(3 * count):  # a plan whose code repeats one found (another view e-node) is cut too
+            if len(plans) == count:
+                break
             selection = next_best(lowering.snap, self.node_cost, found, time_limit=lowering.opts.extract_seconds)
-            if selection is None or selection.cost > band * self.first.cost or len(plans) == count:
+            if selection is None or selection.cost > band * self.first.cost:
                 break
             found.append(selection)
             plan, runner, source, _ = lowering.lower(selection)

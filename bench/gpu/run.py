@@ -185,7 +185,7 @@ class Session:
         self.input_sets = args.input_sets
         self.started = time.monotonic()
         self.deadline = self.started + args.budget_s
-        self.plans = args.plans
+        self.nodes: dict[str, list | None] = {}  # per program: its plan's nodes (program.json), for the records
         stem = "gpu_dry_run" if self.dry else "gpu"
         self.paths = [args.out / f"{stem}.{ext}" for ext in ("json", "md")] + [args.out / f"{stem}_records.jsonl"]
         self.results = {"machine": machine(self.device), "budget_s": args.budget_s, "input_sets": args.input_sets,
@@ -214,6 +214,7 @@ class Session:
                   "predicted_us": spec["predicted_us"], "flops": spec["flops"], "tolerance": spec["tolerance"],
                   "correct": None, "ms": {}, "compile_s": {}, "skipped": {}, "errors": {}}
         self.results["programs"][spec["entry"]] = record
+        self.nodes[spec["entry"]] = spec.get("nodes")
         return Program(folder, spec, record)
 
     def prepare(self, prog: Program) -> None:
@@ -334,7 +335,7 @@ class Session:
         for record in self.results["programs"].values():
             record.update(derived(record))
         texts = [json.dumps(self.results, indent=2) + "\n", markdown(self.results),
-                 "".join(json.dumps(records_line(name, self.results, self.plans, self.device.type)) + "\n"
+                 "".join(json.dumps(records_line(name, self.results, self.nodes[name], self.device.type)) + "\n"
                          for name in self.results["programs"])]
         for path, text in zip(self.paths, texts):
             tmp = path.with_name(path.name + ".tmp")  # written whole, then renamed: a kill leaves a valid file
@@ -347,12 +348,10 @@ class Session:
 RECORDS_VERSION = 2
 
 
-def records_line(name: str, results: dict, plans: Path, device: str) -> dict:
+def records_line(name: str, results: dict, nodes: list | None, device: str) -> dict:
     """One program's measurements as a record of the measured choice: every timed variant a candidate
-    (``do_bench`` medians, so no rounds), EqiForge's triton plan with its predicted seconds and nodes."""
+    (``do_bench`` medians, so no rounds), EqiForge's triton plan with its predicted seconds and ``nodes``."""
     record = results["programs"][name]
-    spec_path = plans / name / "program.json"
-    nodes = json.loads(spec_path.read_text()).get("nodes") if spec_path.exists() else None
     candidates = [{"name": variant, "predicted_s": record["predicted_us"] * 1e-6 if variant == "eqiforge" else None,
                    "measured_s": ms * 1e-3, "failed": None, **({"nodes": nodes} if variant == "eqiforge" and nodes else {})}
                   for variant, ms in record["ms"].items()]

@@ -128,7 +128,7 @@ class LearnedModel:
 
     def fit_plans(self, groups: list, summary: dict | None = None) -> "LearnedModel":
         """Fit the op factors to measured plans (cost/plans.py's groups), the MLPs as they are."""
-        self.header["op_factors"] = {}
+        self.header["op_factors"] = {}  # the fit starts from this model's prices without factors
         self.header["op_factors"] = fit_op_factors(self, groups)
         self.header["training"]["plans"] = {"programs": len(groups), "plans": sum(len(g.plans) for g in groups),
                                             **(summary or {})}

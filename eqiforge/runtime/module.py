@@ -75,14 +75,15 @@ class OptimizedModule(torch.nn.Module):
     def use_plan(self, plan, runner, source: str) -> None:
         """Calls run another plan of the same program (``runner`` lowered from ``plan``): one measured faster."""
         self.plan, self._source = plan, source
-        self.run_plan_as(runner, self.report.runs)
+        self.run_plan_as(runner)
 
-    def run_plan_as(self, runner, what: str) -> None:
-        """Calls run the plan through ``runner``: the same plan generated another way (``what``, for the
-        report), such as compiled by Inductor."""
+    def run_plan_as(self, runner, what: str | None = None) -> None:
+        """Calls run the plan through ``runner``: the same plan generated another way, such as compiled by
+        Inductor (``what`` says so in the report)."""
         self.runner = runner
         self._entry = self._compile_entry(self._plan_result())
-        self.report.runs = what
+        if what:
+            self.report.runs = what
 
     def plan_calls(self, call: CallSpec, replan=None, original=None, capacity: int = DEFAULT_CAPACITY) -> None:
         """Calls flatten like ``call`` (the example's). With ``replan``, a call at another signature runs the
