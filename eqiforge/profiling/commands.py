@@ -5,6 +5,7 @@ Data and model live in ``bench/data/<device>/`` (``records.jsonl``, ``model.npz`
 """
 from __future__ import annotations
 
+import copy
 import itertools
 import sys
 from pathlib import Path
@@ -87,10 +88,16 @@ def _eval(args) -> int:
     print(f"held-out shapes of {args.data} ({model.device.name}):")
     print(table(evaluate_models(records, [model], args.held_out, args.seed)))
     if args.plans:
-        _, test = split_programs(_plan_groups(args.plans), args.held_out, args.seed)
+        groups = _plan_groups(args.plans)
         prior = RooflinePrior(model.device, kernels=model.header.get("kernels", True))
-        print(f"\nheld-out programs of {args.plans}: each program's measured plans, ranked by the sum of their prices")
-        print(plans.table({m.name: plans.plan_metrics(test, m) for m in (prior, model)}))
+        bare = copy.deepcopy(model)
+        bare.header["op_factors"] = {}
+        print(f"\nprograms of {args.plans}: each program's measured plans, ranked by the sum of their prices; the op "
+              f"factors fitted on {args.folds - 1} folds of programs and tested on the one left out, every fold in turn")
+        print(plans.table({prior.name: plans.plan_metrics(groups, prior),
+                           "learned model, kernel MLPs only": plans.plan_metrics(groups, bare),
+                           f"learned model + op factors ({args.folds}-fold)":
+                               plans.cross_validated(bare, groups, args.folds, args.seed)}))
     return 0
 
 
@@ -135,13 +142,14 @@ def add_commands(sub) -> None:
         v.add_argument("--held-out", type=float, default=0.25, help="fraction of shapes held out (default 0.25)")
         v.add_argument("--seed", type=int, default=0, help="shape-split and training seed")
         v.add_argument("--plans", help="measured-choice records (a records.jsonl or a directory): fit the op "
-                                       "factors on their training programs (train), rank the plans of the "
-                                       "held-out ones (eval)")
+                                       "factors on their training programs (train), rank every program's plans "
+                                       "with factors fitted on the other folds (eval)")
         if verb == "train":
             v.add_argument("--epochs", type=int, default=400)
             v.add_argument("--out", help="model file (default DATA/model.npz)")
         else:
             v.add_argument("--model", help="model file (default DATA/model.npz)")
+            v.add_argument("--folds", type=int, default=5, help="--plans: folds of programs (default 5)")
         v.set_defaults(run=run)
 
 
