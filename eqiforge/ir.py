@@ -162,8 +162,20 @@ def run_node(graph: Graph, node: Node, args: list[torch.Tensor], inputs: dict[st
     if node.op == "Extern":
         return call_extern(graph.externs[node.attrs[0]], args)[node.attrs[1]]
     if op.variadic:
-        return op.torch_impl(*args[:op.arity], *node.attrs, list(args[op.arity:]))
-    return op.torch_impl(*args, *node.attrs)
+        out = op.torch_impl(*args[:op.arity], *node.attrs, list(args[op.arity:]))
+    else:
+        out = op.torch_impl(*args, *node.attrs)
+    if op.kind == "kernel" and out.dtype != ops.DTYPES[node.dtype]:
+        return out.to(ops.DTYPES[node.dtype])  # a kernel stores in its node's dtype (see stored_dtype_differs)
+    return out
+
+
+def stored_dtype_differs(graph: Graph, node: Node) -> bool:
+    """Whether a kernel node's reference implementation computes another dtype than the node's: fusion may
+    inline a producer that casts (T5's integer bucket indices computed from float logarithms), leaving a
+    first operand of another dtype; the generated kernel stores in the node's dtype, and so must the rest."""
+    in_dtypes = [graph.nodes[j].dtype for j in node.inputs]
+    return ops.get(node.op).kind == "kernel" and ops.infer_dtype(node.op, in_dtypes, node.attrs) != node.dtype
 
 
 def call_extern(ext: ExternCall, operands: list[torch.Tensor]) -> tuple:

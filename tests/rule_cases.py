@@ -490,17 +490,6 @@ def _transposed_operands(rng):
     return b.out(*outs), ["fusion", "layout"]
 
 
-@case("tile-128x128", "tile-128x64", "tile-64x128", "tile-64x64", "tile-32x32", "tile-16x16", "split-k",
-      "split-k-b-transposed")
-def _tiles(rng):
-    b = B(rng)
-    big = b.op("MatMul", b.x("a", 70 + b.dim(), 8), b.x("w", 8, 80 + b.dim()))
-    k = 1024 + b.dim()
-    skinny = b.op("MatMul", b.x("s", 8, k), b.x("t", k, 16))
-    skinny_t = b.op("MatMul", b.x("u", 8, k), b.op("Permute", b.x("v", 16, k), attrs=[(1, 0)]))
-    return b.out(big, skinny, skinny_t), KERNEL_SETS
-
-
 # ------------------------------------------------------------------------------------- concat, regrouping
 @case("slice-of-slice", "slice-whole", "concat-adjacent-slices")
 def _slices(rng):

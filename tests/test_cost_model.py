@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from eqiforge import cost
-from eqiforge.cost import dataset, learned, metrics, vector
+from eqiforge.cost import configs, dataset, learned, metrics, vector
 from eqiforge.cost.train import evaluate_models, train_model
 from eqiforge.profiling import candidates, commands
 from eqiforge.profiling.profile import profile
@@ -188,3 +188,31 @@ def test_record_spec_matches_the_record():
     spec, operands = record_spec(rec)
     assert isinstance(spec, K.GemmSpec) and spec.tile == K.Tile(*rec["attrs"][2]) and spec.split_k == rec["attrs"][3]
     assert [list(s) for s, _ in operands] == rec["in_shapes"]
+
+
+# ------------------------------------------------------------------------------------ GEMM configs
+
+def test_the_gemm_config_space_follows_the_problem_shape():
+    assert configs.gemm_configs(gemm(256, 256, 64, tile=())) == [(t, 1) for t, _, _ in configs.GEMM_TILES]
+    # a small output with a long reduction: the tiles that fit it, and split-K
+    assert configs.gemm_configs(gemm(8, 16, 2048, tile=())) == [((16, 16, 32, 8, 2, 2), 1),
+                                                                 (configs.SPLIT_K_TILE, configs.SPLIT_K)]
+    assert configs.gemm_configs(gemm(40, 70, 64, tile=())) == [((64, 128, 32, 8, 4, 4), 1), ((64, 64, 32, 8, 4, 4), 1),
+                                                               ((32, 32, 32, 8, 4, 4), 1),
+                                                               ((16, 16, 32, 8, 2, 2), 1)]
+
+
+@pytest.mark.parametrize("mnk", [(256, 256, 512), (8, 16, 4096), (2048, 4096, 1024)])
+def test_an_untiled_gemm_is_priced_at_its_cheapest_config(mnk):
+    untiled = gemm(*mnk, tile=())
+    variants = [configs.with_config(untiled, *c) for c in configs.gemm_configs(untiled)]
+    for model in (cost.RooflinePrior(H100, kernels=True), learned.LearnedModel(H100, members=2, hidden=8)):
+        prices = model.predict([untiled, *variants])
+        # (the MLPs run in float32: a batch of other nodes may round a price in its last digits)
+        assert math.isfinite(prices[0]) and prices[0] == pytest.approx(min(prices[1:]), rel=1e-6)
+        [price], [chosen] = configs.best_prices(model.predict, [untiled])
+        assert price == pytest.approx(prices[0], rel=1e-6)
+        assert model.predict([configs.with_config(untiled, *chosen)])[0] == pytest.approx(price, rel=1e-6)
+    # the torch backend's native matmul picks its own tiles: priced as it is, no config chosen
+    native = cost.RooflinePrior(H100, kernels=False)
+    assert native.predict([untiled])[0] == native.node_seconds(untiled) < math.inf

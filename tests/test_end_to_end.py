@@ -302,3 +302,25 @@ def test_a_linear_layer_on_a_permuted_activation_is_one_2d_product():
     calls = {e.key: e.count for e in prof.key_averages()}
     assert calls.get("aten::bmm", 0) == 0 and calls.get("aten::mm", 0) + calls.get("aten::addmm", 0) == 1
     torch.testing.assert_close(got, program(x))
+
+
+def test_a_fused_kernel_stores_in_its_nodes_dtype_whatever_its_first_operand():
+    """Fusion can inline a cast into a pointwise kernel whose remaining first operand is float (T5's bucket
+    indices: an integer computed from float logarithms); the node's dtype is the program's. The reference
+    semantics (constant folding, the plan check) and the torch code store in it, as the Triton kernel does."""
+    from eqiforge.ir import Graph, run_node, stored_dtype_differs
+    from eqiforge.lower.torch_code import to_torch_code
+    from eqiforge.runtime.torch_plan import TorchPlan
+    g = Graph()
+    x = g.input("x", (6, 5), "float32")
+    expr = ("bin", "minimum", ("bin", "add", ("cast", "int64", ("un", "log", ("in", 0))), ("const", 8.0)),
+            ("const", 15.0))
+    k = g.add("PointwiseK", (x,), (expr, (6, 5)), shape=(6, 5), dtype="int64")
+    g.outputs = [k]
+    assert stored_dtype_differs(g, g.nodes[k])
+    value = torch.rand(6, 5) * 50 + 1
+    want = torch.minimum(torch.log(value).long() + 8, torch.full((6, 5), 15))
+    got = run_node(g, g.nodes[k], [value], {})
+    assert got.dtype == torch.int64 and torch.equal(got, want)
+    [out] = TorchPlan(to_torch_code(g, ["x"]))(value)
+    assert out.dtype == torch.int64 and torch.equal(out, want)

@@ -95,6 +95,20 @@ def test_ilp_finds_sharing_that_greedy_misses():
     assert (ilp.choice, ilp.cost, ilp.method) == ({0: 0, 1: 1, 2: 3, 3: 5}, 9.0, "ilp")
 
 
+def test_a_node_as_dear_as_one_reading_fewer_classes_gets_no_variable():
+    from eqiforge.extract.ilp import candidate_nodes
+    snap, costs = make_snapshot([
+        [((1,), 2.0), ((1, 2), 2.0), ((1, 2), 1.5), ((2,), 3.0)],  # 0: nodes 0-3
+        [((), 1.0)],  # 1: node 4
+        [((), 1.0)],  # 2: node 5
+    ])
+    solvable = solvable_classes(snap, costs)
+    # node 1 reads a superset of node 0's classes at the same cost; node 3 a subset of node 2's but dearer
+    assert candidate_nodes(snap, costs, [0], solvable) == [0, 2, 3, 4, 5]
+    assert candidate_nodes(snap, costs, [0], solvable, dominated=True) == [0, 1, 2, 3, 4, 5]
+    assert extract(snap, costs, method="ilp").cost == pytest.approx(3.0)
+
+
 def test_self_loop_is_never_chosen():
     snap, costs = make_snapshot([[((0,), 0.0), ((), 5.0)]])  # x = f(x) for free, or a leaf
     for sel in both(snap, costs):

@@ -108,9 +108,11 @@ def test_report_and_source_show_kernels_and_predicted_times():
 
 
 def test_switching_kernel_rule_sets_off_gives_more_kernels_and_a_slower_plan():
-    fn, inputs = examples.load("transformer_layer")
+    """Without fusion and layouts, the MLP's GELU runs as its own call after the first product. (The GEMMs
+    stay kernels: the composite rules form them and the cost model chooses their configs.)"""
+    fn, inputs = examples.load("mlp")
     every = eqiforge.optimize(fn, inputs, backend="triton", validate=False)  # planned only: the interpreter
-    algebra = [rs for rs in every.report.rulesets if rs not in ("fusion", "layout", "tiling")]  # takes 10 s a call
+    algebra = [rs for rs in every.report.rulesets if rs not in ("fusion", "layout")]  # takes seconds a call
     without = eqiforge.optimize(fn, inputs, backend="triton", rules=algebra, validate=False)
     assert compute_ops(without) > compute_ops(every)
     assert without.report.predicted_after > every.report.predicted_after

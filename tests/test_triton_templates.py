@@ -19,6 +19,7 @@ import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 import triton  # noqa: E402
 
+from eqiforge.cost import configs  # noqa: E402
 from eqiforge.fused import evaluate  # noqa: E402
 from eqiforge.lower.kernels import (BINARY, UNARY, AttentionSpec, GemmSpec, Operand, PointwiseSpec,  # noqa: E402
                                     RowReduceSpec, Tile)
@@ -175,6 +176,15 @@ def test_gemm_split_k_is_exact_and_deterministic(split_k, k):
     assert "_reduce_kernel" in render(spec, "g")
     second = launch(spec, a, b, bias)
     assert torch.equal(first, second)
+
+
+@pytest.mark.parametrize("config", [*((t, 1) for t, _, _ in configs.GEMM_TILES), (configs.SPLIT_K_TILE, configs.SPLIT_K)],
+                         ids=lambda c: "x".join(map(str, c[0][:3])) + f"-split{c[1]}")
+def test_gemm_runs_every_config_the_cost_model_can_pick(config):
+    """cost/configs.py's config space, on a problem with tails in M, N and K and an epilogue with a bias."""
+    tile, split_k = config
+    a, b, bias = randn(2, 37, 70), randn(2, 70, 45), randn(1, 1, 45)
+    gemm_check(a, b, (bias,), epi=bin_("add", ACC, IN(0)), tile=Tile(*tile), split_k=split_k)
 
 
 # ----------------------------------------------------------------------------------------- pointwise

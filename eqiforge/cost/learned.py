@@ -23,6 +23,7 @@ import numpy as np
 import torch
 
 from ..errors import EqiforgeError
+from .configs import best_prices
 from .devices import Device, get_device
 from .features import NodeFeatures
 from .plans import fit_op_factors
@@ -57,6 +58,11 @@ class LearnedModel:
                        "feature_version": FEATURE_VERSION, "kernels": kernels, "training": {}, "op_factors": {}}
 
     @property
+    def kernels(self) -> bool:
+        """Whether it prices generated kernels (the triton backend) or the torch backend's calls."""
+        return self.prior.kernels
+
+    @property
     def name(self) -> str:
         records = self.header["training"].get("records", 0)
         plans = self.header["training"].get("plans", {}).get("programs")
@@ -82,6 +88,12 @@ class LearnedModel:
         return np.array(kernel, dtype=bool) & np.isfinite(prior)
 
     def predict(self, batch: list[NodeFeatures]) -> np.ndarray:
+        """Seconds per node; for generated kernels an untiled GEMM at its best config (cost/configs.py)."""
+        if self.kernels:
+            return best_prices(self._configured, batch)[0]
+        return self._configured(batch)
+
+    def _configured(self, batch: list[NodeFeatures]) -> np.ndarray:
         prior = self.prior.predict(batch)
         mask = self.corrected(batch, prior)
         if mask.any():

@@ -12,6 +12,7 @@ import math
 import numpy as np
 
 from .. import fused, native, ops
+from .configs import best_prices
 from .devices import Device, get_device
 from .features import NodeFeatures
 
@@ -53,6 +54,12 @@ class RooflinePrior:
         self.name = f"roofline prior ({self.device.name})"
 
     def predict(self, batch: list[NodeFeatures]) -> np.ndarray:
+        """Seconds per node; for generated kernels an untiled GEMM at its best config (cost/configs.py)."""
+        if self.kernels:
+            return best_prices(self._configured, batch)[0]
+        return self._configured(batch)
+
+    def _configured(self, batch: list[NodeFeatures]) -> np.ndarray:
         return np.array([self.node_seconds(f) for f in batch], dtype=np.float64)
 
     def node_seconds(self, f: NodeFeatures) -> float:
@@ -86,7 +93,7 @@ class RooflinePrior:
         attrs = ops.get("GemmK").named(f.attrs)
         layout_a, tile, split_k = attrs.layout_a, attrs.tile, attrs.split_k
         if not tile and self.kernels:
-            return math.inf  # not yet tiled: not executable as a generated kernel
+            return math.inf  # no config: predict() prices its configs
         tile = tile or (TILE, TILE, 32, 8, 4, 3)  # a native PyTorch matmul: its library picks good tiles
         block_m, block_n, block_k, _, _, stages = tile
         smem = stages * (block_m + block_n) * block_k * ops.dtype_size(f.dtype)

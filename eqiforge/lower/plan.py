@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 import torch
 
 from .. import ops
+from ..cost.configs import best_prices, untiled_gemm, with_gemm_config
 from ..cost.features import node_features
 from ..ir import Graph, run_node
 
@@ -54,6 +55,16 @@ def price(graph: Graph, cost_model) -> dict[int, float]:
     return dict(zip(live, cost_model.predict(feats).tolist()))
 
 
+def configured_gemm(cost_model, kids, attrs: tuple, shape, dtype: str) -> tuple:
+    """A GEMM kernel's attributes with the config the cost model priced it at (cost/configs.py): the e-graph
+    holds GEMMs untiled, and a plan runs each with the config its price was taken at."""
+    f = node_features("GemmK", [k.shape for k in kids], [k.dtype for k in kids], shape, dtype, attrs=attrs)
+    if not untiled_gemm(f):
+        return attrs
+    _, [config] = best_prices(cost_model.predict, [f])
+    return with_gemm_config(attrs, *config) if config else attrs
+
+
 def build_plan(snap, choice: dict[int, int], source: Graph, cost_model, fold_constants: bool) -> Plan:
     """Turn the chosen e-nodes into a Plan graph (topological, hash-consed), folding constants if asked."""
     graph = Graph(externs=dict(source.externs))
@@ -70,6 +81,8 @@ def build_plan(snap, choice: dict[int, int], source: Graph, cost_model, fold_con
         elif op == "Param":
             built[c] = graph.param(attrs[0], source.params[attrs[0]])
         else:
+            if op == "GemmK" and getattr(cost_model, "kernels", False):
+                attrs = configured_gemm(cost_model, [graph.nodes[k] for k in kids], attrs, shape, dtype)
             built[c] = graph.add(op, kids, attrs, shape=shape, dtype=dtype)
         node = graph.nodes[built[c]]
         foldable = op != "Extern" or (fold_constants and graph.externs[attrs[0]].deterministic)

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 import torch
 
 from .. import native, ops
-from ..ir import Graph, call_extern
+from ..ir import Graph, call_extern, stored_dtype_differs
 from .pytorch_source import dtype_src, ident, literal, number_src, torch_call
 from .writer import PlanWriter, drop_unused
 
@@ -133,7 +133,8 @@ class _TorchWriter(PlanWriter):
         impl = self.helper(f"{'native' if native_call else 'reference'}_{fn.__name__}", fn)
         fixed = args[:op.arity] + [self.attr(a) for a in n.attrs]
         extras = [f"[{', '.join(args[op.arity:])}]"] if op.variadic else []
-        return f"{impl}({', '.join(fixed + extras)})"
+        cast = f".to(torch.{n.dtype})" if stored_dtype_differs(self.graph, n) else ""
+        return f"{impl}({', '.join(fixed + extras)}){cast}"
 
     def algebra(self, i: int, n) -> str | None:
         """``torch_call``, or a cheaper PyTorch form of the same value."""

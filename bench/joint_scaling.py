@@ -1,0 +1,218 @@
+"""How the joint e-graph (algebra and kernel layers: ``backend="triton"``) scales on real transformer blocks,
+priced for the H100: e-graph size, iterations, why saturation stopped, the extraction, seconds per stage and
+the plan's predicted time, one row per block.
+
+Blocks are Hugging Face transformers layers at their published sizes, built here with random weights (no
+downloads, eval mode, batch 1): a BertLayer of BERT-base (sequence 128), a GPT2Block (768 wide, sequence 128),
+a LlamaDecoderLayer at Llama-2-7B width with grouped-query attention (hidden 4096, 32 heads, 8 key/value
+heads, intermediate 11008; rotary tables built by the wrapper; sequence 128), the first T5Block of t5-base's
+encoder (sequence 128), a ViTLayer of ViT-base (197 tokens), and ``bert12``, BERT-base's 12-layer encoder
+(the repeated-block path: its wall time and report matter). Each block is optimized in a fresh process with
+``validate=False, cache=False, measure="never"``; ``--raised`` raises the saturation limits. For ``bert`` the
+matches per rule and per rule set, the growth per iteration and the e-nodes per op kind are printed too.
+
+    python bench/joint_scaling.py                          # -> bench/results/joint_scaling.md
+    python bench/joint_scaling.py --blocks bert --raised --out bench/results/joint_scaling_raised.md
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import torch
+import torch.nn as nn
+
+from hf_models import _first_tensor
+
+OUT = Path(__file__).resolve().parent / "results" / "joint_scaling.md"
+SEQ = 128
+RAISED = {"enodes": 400_000, "seconds": 60.0, "iterations": 20}
+DETAILED = "bert"  # the block whose growth is broken down
+
+
+class FirstOutput(nn.Module):
+    """A layer called on hidden states alone, returning its main output tensor."""
+
+    def __init__(self, layer: nn.Module):
+        super().__init__()
+        self.layer = layer
+
+    def forward(self, x):
+        return _first_tensor(self.layer(x))
+
+
+class LlamaLayer(nn.Module):
+    """A LlamaDecoderLayer with the rotary tables its model would pass it (causal attention, no mask)."""
+
+    def __init__(self, config):
+        import transformers.models.llama.modeling_llama as llama
+        super().__init__()
+        self.layer = llama.LlamaDecoderLayer(config, layer_idx=0)
+        self.rotary = llama.LlamaRotaryEmbedding(config)
+
+    def forward(self, x):
+        positions = torch.arange(x.shape[1], device=x.device)[None]
+        return _first_tensor(self.layer(x, position_ids=positions, position_embeddings=self.rotary(x, positions)))
+
+
+def _bert_config():
+    import transformers as T
+    return T.BertConfig(hidden_size=768, num_attention_heads=12, intermediate_size=3072, num_hidden_layers=12,
+                        hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+
+
+def _bert():
+    from transformers.models.bert.modeling_bert import BertLayer
+    return FirstOutput(BertLayer(_bert_config())), (torch.randn(1, SEQ, 768),)
+
+
+def _bert12():
+    from transformers.models.bert.modeling_bert import BertEncoder
+    return FirstOutput(BertEncoder(_bert_config())), (torch.randn(1, SEQ, 768),)
+
+
+def _gpt2():
+    import transformers as T
+    cfg = T.GPT2Config(n_embd=768, n_head=12, n_layer=1, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
+    return FirstOutput(T.models.gpt2.modeling_gpt2.GPT2Block(cfg, layer_idx=0)), (torch.randn(1, SEQ, 768),)
+
+
+def _llama():
+    import transformers as T
+    cfg = T.LlamaConfig(hidden_size=4096, num_attention_heads=32, num_key_value_heads=8, intermediate_size=11008,
+                        num_hidden_layers=1, max_position_embeddings=2 * SEQ)
+    return LlamaLayer(cfg), (torch.randn(1, SEQ, 4096),)
+
+
+def _t5():
+    import transformers as T
+    cfg = T.T5Config(d_model=768, d_kv=64, d_ff=3072, num_heads=12, num_layers=1, dropout_rate=0.0)
+    block = T.models.t5.modeling_t5.T5Block(cfg, has_relative_attention_bias=True, layer_idx=0)
+    return FirstOutput(block), (torch.randn(1, SEQ, 768),)
+
+
+def _vit():
+    import transformers as T
+    cfg = T.ViTConfig(hidden_size=768, num_attention_heads=12, intermediate_size=3072, hidden_dropout_prob=0.0,
+                      attention_probs_dropout_prob=0.0)
+    return FirstOutput(T.models.vit.modeling_vit.ViTLayer(cfg)), (torch.randn(1, 197, 768),)
+
+
+BLOCKS = {"bert": _bert, "gpt2": _gpt2, "llama": _llama, "t5": _t5, "vit": _vit, "bert12": _bert12}
+
+
+def measure_here(name: str, raised: bool) -> dict:
+    """Optimize block ``name`` in this process; what its report says, as plain data."""
+    import eqiforge
+    print(f"eqiforge: {eqiforge.__file__}", file=sys.stderr, flush=True)
+    torch.manual_seed(0)
+    model, inputs = BLOCKS[name]()
+    limits = eqiforge.Limits(**RAISED) if raised else eqiforge.Limits()
+    optimize = eqiforge.optimize  # imports the pipeline (lazily loaded, seconds): not the call's time
+    with torch.no_grad():
+        model = model.eval()
+        t0 = time.perf_counter()
+        opt = optimize(model, inputs, backend="triton", device="H100", limits=limits, validate=False,
+                       cache=False, measure="never")
+        wall = time.perf_counter() - t0
+    r = opt.report
+    result = {"enodes": r.enodes, "eclasses": r.eclasses, "iterations": r.iterations, "stop": str(r.stop_reason),
+              "extraction": r.extraction_method, "stages": r.stage_seconds, "wall": wall,
+              "predicted_us": r.predicted_after * 1e6, "before_us": r.predicted_before * 1e6,
+              "repeated_blocks": r.repeated_blocks, "summary": r.summary()}
+    if name == DETAILED:
+        per_set: Counter = Counter()
+        for step in r.saturation.steps:
+            per_set[step.ruleset] += sum(step.matches.values())
+        snap = opt.extraction.snapshot
+        nodes, classes = Counter(snap.node_op), Counter()
+        for members in snap.class_nodes():
+            classes.update({snap.node_op[n] for n in members})
+        result.update(matches_per_rule=r.matches_per_rule(), matches_per_set=dict(per_set.most_common()),
+                      per_iteration=r.per_iteration(),
+                      ops={op: (n, classes[op]) for op, n in nodes.most_common()})
+    return result
+
+
+def measure(name: str, raised: bool) -> dict:
+    """``measure_here`` in a fresh process (a block's e-graph and weights go with it); a failure's last line."""
+    t0 = time.perf_counter()
+    run = subprocess.run([sys.executable, __file__, "--one", name] + (["--raised"] if raised else []),
+                         capture_output=True, text=True)
+    sys.stderr.write(run.stderr if run.returncode else "".join(
+        line + "\n" for line in run.stderr.splitlines() if line.startswith("eqiforge: ")))
+    if run.returncode:
+        tail = (run.stderr.strip().splitlines() or [f"exit status {run.returncode}"])[-1]
+        return {"error": f"exit {run.returncode}: {tail[:160]}", "wall": time.perf_counter() - t0}
+    return json.loads(run.stdout.strip().splitlines()[-1])
+
+
+def row(name: str, r: dict) -> str:
+    if "error" in r:
+        return f"| {name} | failed after {r['wall']:.1f} s: {r['error']} |" + " |" * 10
+    s = r["stages"]
+    return (f"| {name} | {r['enodes']} | {r['eclasses']} | {r['iterations']} | {r['stop']} | {r['extraction']} | "
+            + "".join(f"{s.get(stage, 0.0):.2f} | " for stage in ("capture", "saturate", "extract", "lower"))
+            + f"{r['wall']:.2f} | {r['before_us']:.1f} -> {r['predicted_us']:.1f} |")
+
+
+def breakdown(r: dict) -> list[str]:
+    """The detailed block's growth: rule sets, top rules, iterations, op kinds."""
+    lines = [f"## {DETAILED}: where the e-graph grows", "", "Matches per rule set: " + ", ".join(
+        f"{k} {v}" for k, v in r["matches_per_set"].items()), "", "| rule (top 15 by matches) | matches |",
+        "|---|---|", *(f"| {k} | {v} |" for k, v in list(r["matches_per_rule"].items())[:15]), "",
+        "| iteration | e-nodes | e-classes | matches | seconds |", "|---|---|---|---|---|",
+        *(f"| {i['iteration']} | {i['enodes']} | {i['eclasses']} | {i['matches']} | {i['seconds']:.2f} |"
+          for i in r["per_iteration"]), "",
+        "| op (top 15 by e-nodes) | e-nodes | e-classes holding it | e-nodes per such e-class |", "|---|---|---|---|",
+        *(f"| {op} | {n} | {c} | {n / c:.2f} |" for op, (n, c) in list(r["ops"].items())[:15])]
+    return lines
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--blocks", default=",".join(BLOCKS), help=f"comma-separated, of {list(BLOCKS)}")
+    p.add_argument("--raised", action="store_true",
+                   help=f"raised saturation limits: {RAISED['enodes']} e-nodes, {RAISED['seconds']:g} s, "
+                        f"{RAISED['iterations']} iterations")
+    p.add_argument("--out", type=Path, default=OUT)
+    p.add_argument("--one", help=argparse.SUPPRESS)  # one block, in this process: its JSON on stdout
+    args = p.parse_args()
+    if args.one:
+        print(json.dumps(measure_here(args.one, args.raised)))
+        return
+    names = args.blocks.split(",")
+    unknown = sorted(set(names) - set(BLOCKS))
+    if unknown:
+        p.error(f"unknown blocks {unknown}; known: {list(BLOCKS)}")
+    results, rows = {}, []
+    for name in names:
+        results[name] = measure(name, args.raised)
+        rows.append(row(name, results[name]))
+        print(rows[-1], flush=True)
+    limits = "raised: " + ", ".join(f"{k} {v:g}" for k, v in RAISED.items()) if args.raised else "default limits"
+    command = " ".join(["python bench/joint_scaling.py", *sys.argv[1:]])
+    lines = [f"# The joint e-graph on transformer blocks ({datetime.date.today()}, 2-core CPU, torch "
+             f"{torch.__version__})", "",
+             f"`{command}` — backend triton (algebra and kernel layers), priced for the H100, {limits}; batch 1; "
+             "validate=False, cache=False, measure=never. Seconds; predicted times in us (program as captured -> "
+             "plan); wall: the whole optimize call.", "",
+             "| block | e-nodes | e-classes | iterations | stopped because | extraction | capture | saturate | "
+             "extract | lower | wall | predicted us |", "|---" * 12 + "|", *rows]
+    if "bert12" in results and "summary" in results["bert12"]:
+        lines += ["", "## bert12: the report", "", "```text", results["bert12"]["summary"], "```"]
+    if "matches_per_rule" in results.get(DETAILED, {}):
+        lines += ["", *breakdown(results[DETAILED])]
+        print("\n".join(breakdown(results[DETAILED])))
+    args.out.write_text("\n".join(lines) + "\n")
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()
