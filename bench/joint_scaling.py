@@ -8,11 +8,13 @@ a LlamaDecoderLayer at Llama-2-7B width with grouped-query attention (hidden 409
 heads, intermediate 11008; rotary tables built by the wrapper; sequence 128), the first T5Block of t5-base's
 encoder (sequence 128), a ViTLayer of ViT-base (197 tokens), and ``bert12``, BERT-base's 12-layer encoder
 (the repeated-block path: its wall time and report matter). Each block is optimized in a fresh process with
-``validate=False, cache=False, measure="never"``; ``--raised`` raises the saturation limits. For ``bert`` the
+``validate=False, cache=False, measure="never"``; ``--raised`` raises the saturation limits, ``--unguided``
+runs the kernel layer on every algebraic form (``kernel_guide=None``; default: cost-guided, egraph/guide.py). For ``bert`` the
 matches per rule and per rule set, the growth per iteration and the e-nodes per op kind are printed too.
 
     python bench/joint_scaling.py                          # -> bench/results/joint_scaling.md
     python bench/joint_scaling.py --blocks bert --raised --out bench/results/joint_scaling_raised.md
+    python bench/joint_scaling.py --unguided --out bench/results/joint_scaling_unguided.md
 """
 from __future__ import annotations
 
@@ -107,7 +109,7 @@ def _vit():
 BLOCKS = {"bert": _bert, "gpt2": _gpt2, "llama": _llama, "t5": _t5, "vit": _vit, "bert12": _bert12}
 
 
-def measure_here(name: str, raised: bool) -> dict:
+def measure_here(name: str, raised: bool, unguided: bool) -> dict:
     """Optimize block ``name`` in this process; what its report says, as plain data."""
     import eqiforge
     print(f"eqiforge: {eqiforge.__file__}", file=sys.stderr, flush=True)
@@ -119,7 +121,7 @@ def measure_here(name: str, raised: bool) -> dict:
         model = model.eval()
         t0 = time.perf_counter()
         opt = optimize(model, inputs, backend="triton", device="H100", limits=limits, validate=False,
-                       cache=False, measure="never")
+                       cache=False, measure="never", **({"kernel_guide": None} if unguided else {}))
         wall = time.perf_counter() - t0
     r = opt.report
     result = {"enodes": r.enodes, "eclasses": r.eclasses, "iterations": r.iterations, "stop": str(r.stop_reason),
@@ -135,15 +137,17 @@ def measure_here(name: str, raised: bool) -> dict:
         for members in snap.class_nodes():
             classes.update({snap.node_op[n] for n in members})
         result.update(matches_per_rule=r.matches_per_rule(), matches_per_set=dict(per_set.most_common()),
+                      guided=r.saturation.guided or "unguided: the kernel layer on every e-class",
                       per_iteration=r.per_iteration(),
                       ops={op: (n, classes[op]) for op, n in nodes.most_common()})
     return result
 
 
-def measure(name: str, raised: bool) -> dict:
+def measure(name: str, raised: bool, unguided: bool) -> dict:
     """``measure_here`` in a fresh process (a block's e-graph and weights go with it); a failure's last line."""
     t0 = time.perf_counter()
-    run = subprocess.run([sys.executable, __file__, "--one", name] + (["--raised"] if raised else []),
+    run = subprocess.run([sys.executable, __file__, "--one", name] + (["--raised"] if raised else [])
+                         + (["--unguided"] if unguided else []),
                          capture_output=True, text=True)
     sys.stderr.write(run.stderr if run.returncode else "".join(
         line + "\n" for line in run.stderr.splitlines() if line.startswith("eqiforge: ")))
@@ -164,7 +168,8 @@ def row(name: str, r: dict) -> str:
 
 def breakdown(r: dict) -> list[str]:
     """The detailed block's growth: rule sets, top rules, iterations, op kinds."""
-    lines = [f"## {DETAILED}: where the e-graph grows", "", "Matches per rule set: " + ", ".join(
+    lines = [f"## {DETAILED}: where the e-graph grows", "", f"Kernel layer: {r['guided']}.", "",
+             "Matches per rule set: " + ", ".join(
         f"{k} {v}" for k, v in r["matches_per_set"].items()), "", "| rule (top 15 by matches) | matches |",
         "|---|---|", *(f"| {k} | {v} |" for k, v in list(r["matches_per_rule"].items())[:15]), "",
         "| iteration | e-nodes | e-classes | matches | seconds |", "|---|---|---|---|---|",
@@ -181,11 +186,13 @@ def main() -> None:
     p.add_argument("--raised", action="store_true",
                    help=f"raised saturation limits: {RAISED['enodes']} e-nodes, {RAISED['seconds']:g} s, "
                         f"{RAISED['iterations']} iterations")
+    p.add_argument("--unguided", action="store_true", help="the kernel layer on every algebraic form "
+                                                           "(kernel_guide=None)")
     p.add_argument("--out", type=Path, default=OUT)
     p.add_argument("--one", help=argparse.SUPPRESS)  # one block, in this process: its JSON on stdout
     args = p.parse_args()
     if args.one:
-        print(json.dumps(measure_here(args.one, args.raised)))
+        print(json.dumps(measure_here(args.one, args.raised, args.unguided)))
         return
     names = args.blocks.split(",")
     unknown = sorted(set(names) - set(BLOCKS))
@@ -193,14 +200,15 @@ def main() -> None:
         p.error(f"unknown blocks {unknown}; known: {list(BLOCKS)}")
     results, rows = {}, []
     for name in names:
-        results[name] = measure(name, args.raised)
+        results[name] = measure(name, args.raised, args.unguided)
         rows.append(row(name, results[name]))
         print(rows[-1], flush=True)
     limits = "raised: " + ", ".join(f"{k} {v:g}" for k, v in RAISED.items()) if args.raised else "default limits"
     command = " ".join(["python bench/joint_scaling.py", *sys.argv[1:]])
     lines = [f"# The joint e-graph on transformer blocks ({datetime.date.today()}, 2-core CPU, torch "
              f"{torch.__version__})", "",
-             f"`{command}` — backend triton (algebra and kernel layers), priced for the H100, {limits}; batch 1; "
+             f"`{command}` — backend triton (algebra and kernel layers, the kernel layer "
+             f"{'unguided' if args.unguided else 'cost-guided'}), priced for the H100, {limits}; batch 1; "
              "validate=False, cache=False, measure=never. Seconds; predicted times in us (program as captured -> "
              "plan); wall: the whole optimize call.", "",
              "| block | e-nodes | e-classes | iterations | stopped because | extraction | capture | saturate | "

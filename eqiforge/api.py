@@ -68,6 +68,10 @@ class Options:
     #   "auto" times the program and the plan where the prediction does not decide, "always", or "never"
     #   (the predicted choice, deterministic; $EQIFORGE_MEASURE sets the default, the tests' is "never")
     measure_seconds: float = 2.0  # the time budget of one measured choice
+    kernel_guide: float | None = 1.5  # triton: the kernel layer forms kernels for e-nodes priced within this
+    #   factor of their e-class's best form's own price, after the algebra saturates (egraph/guide.py); None:
+    #   for every e-node (a transformer layer's joint e-graph then stops on its limits). 1.25 loses a plan:
+    #   LayerNorm then a linear layer with the normalisation in the GEMM's epilogue (tests/test_attention.py)
 
     def __post_init__(self):
         if self.backend not in BACKENDS:
@@ -297,15 +301,20 @@ def optimize_graph(graph, input_names, out_spec, opts: Options, timer: StageTime
     kernels = opts.backend == "triton"
     model = cost.get_cost_model(opts.cost_model, priced_device(opts, graph, examples, bound), kernels=kernels)
     layers = ("algebra", "kernel") if kernels else ("algebra",)
-    schedule = sat.default_schedule(None if opts.rules is None else list(opts.rules), opts.limits, layers)
+    schedule = sat.default_schedule(None if opts.rules is None else list(opts.rules), opts.limits, layers,
+                                    kernel_guide=opts.kernel_guide if kernels else None)
+    guide = sat.Guide(lambda snap: model.predict(cost.snapshot_features(snap, opts.fold_constants)),
+                      repr((model.name, model.device, opts.fold_constants)))
     names = list(schedule.rulesets)
     with _progress(opts.progress) as on_step:
-        shared = blocks.optimize_once(graph, schedule, model, opts, timer, on_step) if opts.share_blocks else None
+        shared = blocks.optimize_once(graph, schedule, model, opts, timer, on_step, guide) \
+            if opts.share_blocks else None
         if shared and shared.result:
             snap, saturation, node_cost, selection = shared.result
         else:
             with timer("saturate"):
                 snap, saturation = sat.saturate(graph, schedule, on_step=on_step, assume_finite=opts.assume_finite,
+                                                guide=guide,
                                                 use_cache=opts.cache)
             with timer("extract"):
                 node_cost = model.predict(cost.snapshot_features(snap, opts.fold_constants))

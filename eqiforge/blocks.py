@@ -337,17 +337,18 @@ class _Piece:
     rename: dict[str, str] = field(default_factory=dict)  # parameter and extern names of block 0 -> this copy's
 
 
-def optimize_once(graph: Graph, schedule, model, opts, timer, on_step=None) -> Shared:
+def optimize_once(graph: Graph, schedule, model, opts, timer, on_step=None, guide=None) -> Shared:
     """Saturate and extract one block and the rest; the glued whole (see the module docstring), or why not.
-    The saturation report returned is the block's (the rest's is usually a few nodes)."""
+    The saturation report returned is the block's (the rest's is usually a few nodes). ``guide``: the prices
+    of a guided schedule (egraph/guide.py)."""
     blocks, why = find(graph)
     if blocks is None:
         return Shared(why)
     try:
         block, block_back, entry_slot = block_graph(graph, blocks)
         rest, rest_back = rest_graph(graph, blocks)
-        bsnap, bsat, bcost, bsel = _optimize_piece(block, schedule, model, opts, timer, on_step)
-        rsnap, _, rcost, rsel = _optimize_piece(rest, schedule, model, opts, timer, on_step)
+        bsnap, bsat, bcost, bsel = _optimize_piece(block, schedule, model, opts, timer, on_step, guide)
+        rsnap, _, rcost, rsel = _optimize_piece(rest, schedule, model, opts, timer, on_step, guide)
         pieces = [_Piece(rsnap, rcost, rsel.choice, rest_back)]
         for k in range(blocks.count):
             to_program = {b: blocks.mapping[k][i] for b, i in block_back.items()}
@@ -368,7 +369,7 @@ def optimize_once(graph: Graph, schedule, model, opts, timer, on_step=None) -> S
     return Shared(note, (snap, bsat, node_cost, selection))
 
 
-def _optimize_piece(piece: Graph, schedule, model, opts, timer, on_step):
+def _optimize_piece(piece: Graph, schedule, model, opts, timer, on_step, guide):
     """(snapshot, saturation report, node prices, selection) of one piece, as the pipeline does it. A piece
     with nothing to compute (only inputs and constants) is read out without an e-graph."""
     with timer("saturate"):
@@ -376,6 +377,7 @@ def _optimize_piece(piece: Graph, schedule, model, opts, timer, on_step):
             snap, saturation = _leaves_only(piece), SaturationReport()
         else:
             snap, saturation = sat.saturate(piece, schedule, on_step=on_step, assume_finite=opts.assume_finite,
+                                            guide=guide,
                                             use_cache=opts.cache)
     with timer("extract"):
         node_cost = list(model.predict(cost.snapshot_features(snap, opts.fold_constants)))

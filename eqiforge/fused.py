@@ -40,11 +40,30 @@ def renumber(expr: tuple, mapping: dict[int, int]) -> tuple:
     return tuple(renumber(p, mapping) if isinstance(p, tuple) else p for p in expr)
 
 
-def drop_unread(exprs: list[tuple], num_inputs: int) -> tuple[list[tuple], list[int]]:
-    """(expressions renumbered, kept input positions): inputs no expression reads are dropped. Fusion
-    leaves the slot of an inlined producer unread; dropping it keeps that producer from being computed."""
-    kept = sorted(set().union(*(inputs_used(e) for e in exprs)) & set(range(num_inputs)))
-    mapping = {old: new for new, old in enumerate(kept)}
+def canonical_inputs(exprs: list[tuple], inputs: list) -> tuple[list[tuple], list[int]]:
+    """(expressions renumbered, kept input positions): inputs numbered in the order the expressions first read
+    them, a tensor at two positions read as one, inputs no expression reads dropped. Fusion reaches one kernel
+    along many paths (inlining order, a producer read twice) with its inputs numbered differently; this is the
+    form they share, so that they are one e-node to extraction. ``inputs`` identify the tensors (e-classes)."""
+    kept: list[int] = []
+    mapping: dict[int, int] = {}
+    slot_of: dict = {}
+
+    def visit(expr: tuple) -> None:
+        if expr[0] == "in":
+            i = expr[1]
+            if i not in mapping and i < len(inputs):
+                if inputs[i] not in slot_of:
+                    slot_of[inputs[i]] = len(kept)
+                    kept.append(i)
+                mapping[i] = slot_of[inputs[i]]
+            return
+        for part in expr[1:]:
+            if isinstance(part, tuple):
+                visit(part)
+
+    for e in exprs:
+        visit(e)
     return [renumber(e, mapping) for e in exprs], kept
 
 

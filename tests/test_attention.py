@@ -369,7 +369,7 @@ def test_layer_norm_then_linear_normalises_in_the_gemm_epilogue():
     g = opt.plan.graph
     assert (stats.op, stats.attrs[0], gemm.op) == ("RowReduceK", "moments", "GemmK")
     assert g.nodes[gemm.inputs[0]].op == "Input"  # the GEMM reads x, not a normalised copy
-    assert fused.format_expr(gemm.attrs[4]) == "add(mul(sub(acc, mul(in1, in2)), in0), in3)"
+    assert fused.format_expr(gemm.attrs[4]) == "add(mul(sub(acc, mul(in0, in1)), in2), in3)"
     # planned at a transformer's size on the GPU lent to this project: the same plan, predicted faster
     fn = LayerNormLinear(1024, 1024).eval()
     x = torch.randn(4096, 1024)

@@ -187,3 +187,85 @@ def test_a_multi_worker_rayon_setting_cannot_deadlock_the_forked_saturation():
     assert out.returncode == 0, out.stderr[-2000:]
     assert "RAYON_NUM_THREADS=2 set to 1" in out.stderr
     assert out.stdout.split()[-1] not in ("KILLED", "DIED", "STEPS")
+
+
+def test_fused_inputs_in_canonical_order():
+    """Inputs numbered as the expressions first read them, a tensor at two slots read once, unread dropped."""
+    from eqiforge.fused import canonical_inputs
+    exprs = [("bin", "add", ("in", 3), ("in", 1)), ("bin", "mul", ("acc",), ("in", 0))]
+    got, kept = canonical_inputs(exprs, ["a", "b", "c", "a"])  # slots 0 and 3 hold one tensor; slot 2 unread
+    assert kept == [3, 1]
+    assert got == [("bin", "add", ("in", 0), ("in", 1)), ("bin", "mul", ("acc",), ("in", 0))]
+
+
+def test_fusion_paths_make_one_kernel_and_gemm_extras_join_the_epilogue():
+    """exp(a @ w + y) + exp(z): fusion reaches the kernels along several inlining orders, numbering their inputs
+    differently; the snapshot holds each kernel once (no two e-nodes of a class alike). Every fused expression
+    is resolved: inlining exp(z) into a GEMM epilogue that reads it rewrites through the accumulator too (the
+    snapshot drops an e-node whose expression is still a substitution term)."""
+    g = Graph()
+    a, w = g.input("a", (8, 16), "float32"), g.input("w", (16, 8), "float32")
+    y, z = g.input("y", (8, 8), "float32"), g.input("z", (8, 8), "float32")
+    g.outputs = [g.add("Add", (g.add("Exp", (g.add("Add", (g.add("MatMul", (a, w)), y)),)), g.add("Exp", (z,))))]
+    snap, _ = sat.saturate(g, ["fusion"], sat.Limits(), use_cache=False)
+    nodes = list(zip(snap.node_op, snap.node_attrs, snap.node_children, snap.node_class))
+    assert len(set(nodes)) == len(nodes)
+    assert snap.dropped_nodes == 0
+    epilogues = [str(attrs[4]) for op, attrs in zip(snap.node_op, snap.node_attrs) if op == "GemmK"]
+    assert any(e.count("'exp'") == 2 for e in epilogues), f"no GEMM computes both exps: {epilogues}"
+
+
+def test_the_guide_keeps_forms_near_their_e_class_best():
+    """Class 1 (the root) is Sum(x) at 10 or Sum(y) at 30, y = Exp(x) (elementwise: priced at nothing). Sum(y)
+    is 20 dearer than the best form: past 1.5x of its own price (slack 5), within 4x (slack 30)."""
+    from eqiforge.egraph.guide import promising_nodes
+    from eqiforge.egraph.snapshot import Snapshot
+    snap = Snapshot(node_op=["Input", "Sum", "Sum", "Exp"], node_attrs=[("x",), ((1,),), ((1,),), ()],
+                    node_children=[(), (0,), (2,), (0,)], node_class=[0, 1, 1, 2],
+                    class_shape=[(4, 8), (4, 1), (4, 8)], class_dtype=["float32"] * 3, roots=[1])
+    prices = [0.0, 10.0, 30.0, 100.0]
+    assert promising_nodes(snap, prices, 1.5) == {0, 1}
+    assert promising_nodes(snap, prices, 4.0) == {0, 1, 2, 3}
+
+
+def _mean_of_a_sum():
+    """mean(a + b) over rows, then scaled: the algebra also writes the mean as mean(a) + mean(b)."""
+    g = Graph()
+    a, b = g.input("a", (64, 512), "float32"), g.input("b", (64, 512), "float32")
+    s = g.add("Sum", (g.add("Add", (a, b)),), ((1,),))
+    g.outputs = [g.add("Mul", (s, g.fill(1 / 512, (64, 1), "float32")))]
+    return g, a
+
+
+def test_a_guided_saturation_forms_kernels_for_promising_forms_only():
+    """Guided, the kernel layer leaves the partial sums sum(a) + sum(b) alone (two passes where one does),
+    the plan is the one the unguided run finds, the run is deterministic and the report says what it guided."""
+    from eqiforge import cost
+    from eqiforge.extract import extract
+    model = cost.get_cost_model("roofline", "H100", kernels=True)
+    guide = sat.Guide(lambda snap: model.predict(cost.snapshot_features(snap, True)), model.name)
+    g, a = _mean_of_a_sum()
+    runs = {}
+    for factor in (None, 1.5, 1.5):
+        schedule = sat.default_schedule(None, kernel_guide=factor)
+        snap, report = sat.saturate(g, schedule, guide=guide, use_cache=False)
+        prices = model.predict(cost.snapshot_features(snap, True))
+        runs.setdefault(factor, []).append((snap, report, extract(snap, prices, use_cache=False).cost))
+    (free, free_report, free_cost), = runs[None]
+    (snap, report, guided_cost), (again, _, _) = runs[1.5]
+    assert same_egraph(snap, again)
+    assert report.stop_reason == "saturated" and report.guided.startswith("kernel layer on ")
+    assert free_report.guided == "" and snap.num_nodes < free.num_nodes
+    assert guided_cost == pytest.approx(free_cost, rel=1e-9)
+
+    def partial_sums(s):  # sum(a) alone (a reduction reading a with a prologue reduces a + b: that is kept)
+        return [n for n, op in enumerate(s.node_op)
+                if op == "RowReduceK" and s.node_children[n][0] == s.bindings[a] and s.node_attrs[n][1] == ("x",)]
+    assert partial_sums(free) and not partial_sums(snap)
+
+
+def test_a_guided_schedule_needs_prices_and_a_factor_of_at_least_one():
+    with pytest.raises(EqiforgeError, match="needs prices"):
+        sat.saturate(chain(3), sat.default_schedule(None, kernel_guide=1.5), use_cache=False)
+    with pytest.raises(EqiforgeError, match="at least 1"):
+        sat.default_schedule(None, kernel_guide=0.5)

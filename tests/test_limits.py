@@ -97,7 +97,7 @@ def test_no_step_starts_at_the_e_node_limit():
 def test_replay_stops_before_the_step_that_ran_away():
     _, full = sat.run(chain(8), ["matmul", "scalar"], sat.Limits())
     assert len(full.steps) > 3
-    _, report = sat._replay(chain(8), sat.Schedule.of("matmul", "scalar"), 3, WHY, True, time.perf_counter())
+    _, report = sat._replay(chain(8), sat.Schedule.of("matmul", "scalar"), 3, WHY, True, None, time.perf_counter())
     assert [(s.ruleset, s.enodes) for s in report.steps] == [(s.ruleset, s.enodes) for s in full.steps[:3]]
     assert report.stop_reason == "why; continued with the 3 steps completed before"
 
@@ -106,7 +106,7 @@ def test_replay_obeys_the_e_node_limit():
     _, full = sat.run(chain(8), ["matmul"], sat.Limits())
     limit = full.steps[1].enodes  # reached after the second step
     schedule = sat.Schedule.of("matmul", limits=sat.Limits(enodes=limit))
-    _, report = sat._replay(chain(8), schedule, len(full.steps), WHY, True, time.perf_counter())
+    _, report = sat._replay(chain(8), schedule, len(full.steps), WHY, True, None, time.perf_counter())
     assert len(report.steps) == 2
     assert report.stop_reason == (f"why; replayed 2 of the {len(full.steps)} steps completed before, then stopped "
                                   f"at the e-node limit ({limit})")
@@ -115,7 +115,7 @@ def test_replay_obeys_the_e_node_limit():
 def test_replay_obeys_the_time_limit(monkeypatch):
     monkeypatch.setattr(sat, "predicted_seconds", lambda last, enodes: 0.0 if last is None else 100.0)
     schedule = sat.Schedule.of("matmul", limits=sat.Limits(seconds=50))
-    _, report = sat._replay(chain(8), schedule, 5, WHY, True, time.perf_counter())
+    _, report = sat._replay(chain(8), schedule, 5, WHY, True, None, time.perf_counter())
     assert len(report.steps) == 1 and "then stopped at the time limit (50 s)" in report.stop_reason
 
 

@@ -66,6 +66,7 @@ class SaturationReport:
     limits: dict = field(default_factory=dict)  # the schedule's limits, as a dict
     schedule: Schedule | None = None  # the schedule that ran (None: not run)
     from_cache: bool = False  # read from the saturation cache (cache.py): what a run measured then
+    guided: str = ""  # a guided run (guide.py): how many e-classes the kernel layer worked on
 
     @property
     def iterations(self) -> int:

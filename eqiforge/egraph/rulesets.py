@@ -114,10 +114,11 @@ def analysis_rules() -> str:
 
 
 def pointwise_rules() -> str:
-    """Each unary and binary math op is a one-op pointwise kernel; a binary one whose second operand is a
-    scalar (a Fill) reads it as a constant of the expression instead."""
+    """Each unary and binary math op is a one-op pointwise kernel (where guided: egraph/guide.py); a binary
+    one whose second operand is a scalar (a Fill) reads it as a constant of the expression instead."""
     def kernel(name: str, term: str, expr: str, inputs: str) -> str:
-        return (f'(rule ((= y {term}) (= s (shape y))) ((union y (PointwiseK {expr} s (vec-of {inputs})))) '
+        guards = " ".join(["(promising y)"] + [f"(reached {x})" for x in inputs.split()])
+        return (f'(rule ((= y {term}) (= s (shape y)) {guards}) ((union y (PointwiseK {expr} s (vec-of {inputs})))) '
                 f':name "{name}")')
     unary = [o for o in ops.EPI.values() if o.arity == 1]
     binary = [o for o in ops.EPI.values() if o.arity == 2]

@@ -17,6 +17,9 @@ changes nothing. Limits hold at three levels:
   had completed (deterministic, so a prefix of the child's run that stops before the step that ran away),
   and extraction goes on with that e-graph.
 
+A guided schedule (``Schedule.kernel_guide``, guide.py) runs in two phases: its algebra steps to saturation,
+then the prices and the promising e-classes are stated, then all its steps.
+
 Hitting a limit is normal; the report says which one, and which schedule ran.
 """
 from __future__ import annotations
@@ -31,11 +34,12 @@ import egglog.bindings as eb
 from .. import ops
 from ..errors import EqiforgeError
 from ..ir import Graph
-from . import cache, encode, rulesets, snapshot
+from . import cache, encode, guide as guiding, rulesets, snapshot
+from .guide import Guide
 from .report import SaturationReport, StepStats, Stop, StopReason
 from .schedule import BackOff, Limits, Schedule, Step, default_schedule
 
-__all__ = ["BackOff", "Limits", "Schedule", "Step", "as_schedule", "default_schedule", "run", "saturate"]
+__all__ = ["BackOff", "Guide", "Limits", "Schedule", "Step", "as_schedule", "default_schedule", "run", "saturate"]
 
 
 def _run(name: str):
@@ -129,36 +133,70 @@ def as_schedule(rules: Schedule | list[str] | None, limits: Limits | None = None
 
 def run(graph: Graph, rules: Schedule | list[str] | None, limits: Limits | None = None, *,
         max_steps: int | None = None, on_step: Callable[[StepStats], None] | None = None,
-        assume_finite: bool = True):
+        assume_finite: bool = True, guide: Guide | None = None):
     """Saturate in this process by a schedule (see ``as_schedule``); return (egglog EGraph, SaturationReport).
     Used directly by tests and by the replay after a killed child (``max_steps``: stop after that many
-    steps). ``assume_finite=False`` leaves out the rules that hold for finite values only (see rulesets)."""
+    steps). ``assume_finite=False`` leaves out the rules that hold for finite values only (see rulesets).
+    ``guide`` prices a guided schedule's e-graph (required by one, ignored otherwise)."""
     schedule = as_schedule(rules, limits)
+    guided = _guided(schedule, guide)
     start = time.perf_counter()
     egraph = eb.EGraph()
-    for commands, what in _setup(graph, schedule, assume_finite):
+    for commands, what in _setup(graph, schedule, assume_finite, guided):
         _execute(egraph, commands, what)
     report = SaturationReport(limits=asdict(schedule.limits), schedule=schedule)
     report.initial_enodes, report.initial_eclasses = _size(egraph)
     runner = _Runner(egraph, schedule.limits, report, start, max_steps, on_step)
-    report.stop_reason = _follow(schedule, runner)
+    if guided:
+        report.stop_reason = _follow(schedule.algebra(), runner)
+        if report.stop_reason.kind in (Stop.SATURATED, Stop.ITERATIONS):
+            report.guided = _state_promising(egraph, graph, schedule.kernel_guide, guide)
+            report.stop_reason = _follow(schedule, runner, first=report.iterations + 1)
+    else:
+        report.stop_reason = _follow(schedule, runner)
     report.seconds = time.perf_counter() - start
     return egraph, report
 
 
-def _setup(graph: Graph, schedule: Schedule, assume_finite: bool) -> list[tuple[list, str]]:
+def _guided(schedule: Schedule, guide: Guide | None) -> bool:
+    """Whether the run is guided: the schedule asks for it and has kernel-layer steps; a clear error when it
+    asks without prices."""
+    if schedule.kernel_guide is None or schedule.algebra().steps == schedule.steps:
+        return False
+    if guide is None:
+        raise EqiforgeError("a schedule with kernel_guide needs prices: saturate(..., guide=Guide(price, key))")
+    return True
+
+
+def _state_promising(egraph, graph: Graph, factor: float, guide: Guide) -> str:
+    """Price the algebra's e-graph and state its promising e-classes (guide.py); what the report says."""
+    snap = snapshot.from_egraph(egraph, len(graph.outputs), graph.live_nodes())
+    prices = list(guide.price(snap))
+    kept = guiding.promising_nodes(snap, prices, factor)
+    before = _size(egraph)
+    _execute(egraph, guiding.marking_commands(snap, prices, kept), "stating the promising e-classes")
+    if _size(egraph) != before:
+        raise EqiforgeError(f"naming e-classes for the kernel guide added e-nodes ({before} -> {_size(egraph)}): "
+                            f"a bug in eqiforge/egraph/guide.py; kernel_guide=None runs unguided meanwhile")
+    classes = len({snap.node_class[n] for n in kept if prices[n] > 0})
+    return (f"kernel layer on {classes} of {snap.num_classes} e-classes ({len(kept)} of {snap.num_nodes} e-nodes "
+            f"within {factor:g}x of their e-class's best form's own price)")
+
+
+def _setup(graph: Graph, schedule: Schedule, assume_finite: bool, guided: bool) -> list[tuple[list, str]]:
     """What egglog runs before the schedule, in order: (commands, what they do) for the schema, each rule set
-    and the program with its shapes."""
+    and the program with its shapes (unguided: every e-class promising)."""
     sets = rulesets.select(list(schedule.rulesets), assume_finite=assume_finite)
+    unguided = [] if guided else [eb.ActionCommand(eb.Expr_(encode.SPAN, eb.Call(encode.SPAN, "unguided", [])))]
     return [(list(rulesets.schema_commands()), "loading rules/schema.egg"),
             *[(list(rs.commands), f"loading rule set {rs.name}") for rs in sets],
-            (encode.encode(graph) + [_saturate(rulesets.ANALYSIS)], "adding the program")]
+            (encode.encode(graph) + unguided + [_saturate(rulesets.ANALYSIS)], "adding the program")]
 
 
-def _follow(schedule: Schedule, runner: _Runner) -> StopReason:
-    """Execute ``schedule``: its steps in order, once per iteration, until a limit holds or an iteration changes
-    nothing; the stop reason."""
-    for iteration in range(1, schedule.limits.iterations + 1):
+def _follow(schedule: Schedule, runner: _Runner, first: int = 1) -> StopReason:
+    """Execute ``schedule``: its steps in order, once per iteration (numbered from ``first``), until a limit
+    holds or an iteration changes nothing; the stop reason."""
+    for iteration in range(first, first + schedule.limits.iterations):
         changed, first = False, len(runner.report.steps)
         for step in schedule.steps:
             if runner.banned(step.ruleset, iteration):
@@ -261,9 +299,9 @@ def _unchanged_reason(steps: list[StepStats], enodes: int) -> StopReason:
     return StopReason(Stop.ENODES, f"e-node limit ({enodes}): skipped {named}{more}; nothing else changed")
 
 
-def _child(graph, schedule, max_steps, assume_finite, conn):
+def _child(graph, schedule, max_steps, assume_finite, guide, conn):
     try:
-        egraph, report = run(graph, schedule, max_steps=max_steps, assume_finite=assume_finite,
+        egraph, report = run(graph, schedule, max_steps=max_steps, assume_finite=assume_finite, guide=guide,
                              on_step=lambda s: conn.send(("step", s)))
         snap = snapshot.from_egraph(egraph, len(graph.outputs), graph.live_nodes())
         conn.send(("done", snap, report))
@@ -277,32 +315,35 @@ def _child(graph, schedule, max_steps, assume_finite, conn):
 
 def saturate(graph: Graph, rules: Schedule | list[str] | None, limits: Limits | None = None, *,
              on_step: Callable[[StepStats], None] | None = None, max_steps: int | None = None,
-             assume_finite: bool = True, use_cache: bool = True):
+             assume_finite: bool = True, use_cache: bool = True, guide: Guide | None = None):
     """Saturate by a schedule (see ``as_schedule``) in a forked child under the hard limit; return
-    (Snapshot, SaturationReport). With ``use_cache`` a run stored on disk for the same commands and schedule
-    is read instead (cache.py; ``report.from_cache`` says so), and this run is stored."""
+    (Snapshot, SaturationReport). With ``use_cache`` a run stored on disk for the same commands, schedule and
+    prices (``guide.key``) is read instead (cache.py; ``report.from_cache`` says so), and this run is stored.
+    ``guide``: the prices of a guided schedule (guide.py)."""
     schedule = as_schedule(rules, limits)
     # fails early, in this process, on unknown names or bad rule files
-    setup = _setup(graph, schedule, assume_finite)
-    entry = cache.key([c for commands, _ in setup for c in commands], schedule) \
+    guided = _guided(schedule, guide)
+    setup = _setup(graph, schedule, assume_finite, guided)
+    entry = cache.key([c for commands, _ in setup for c in commands], (schedule, guide.key if guided else None)) \
         if use_cache and max_steps is None else None
     stored = cache.load(entry) if entry else None
     if stored is not None:
         for step in stored[1].steps if on_step else ():
             on_step(step)
         return stored
-    snap, report = _saturate_in_child(graph, schedule, on_step, max_steps, assume_finite)
+    snap, report = _saturate_in_child(graph, schedule, on_step, max_steps, assume_finite, guide)
     if entry:
         cache.store(entry, snap, report)
     return snap, report
 
 
-def _saturate_in_child(graph: Graph, schedule: Schedule, on_step, max_steps: int | None, assume_finite: bool):
+def _saturate_in_child(graph: Graph, schedule: Schedule, on_step, max_steps: int | None, assume_finite: bool,
+                       guide: Guide | None):
     """(Snapshot, SaturationReport) of ``run`` in a forked child, killed at the hard limit (module docstring)."""
     limits = schedule.limits
     ctx = multiprocessing.get_context("fork")
     recv, send = ctx.Pipe(duplex=False)
-    proc = ctx.Process(target=_child, args=(graph, schedule, max_steps, assume_finite, send), daemon=True)
+    proc = ctx.Process(target=_child, args=(graph, schedule, max_steps, assume_finite, guide, send), daemon=True)
     start = time.perf_counter()
     proc.start()
     send.close()
@@ -337,14 +378,15 @@ def _saturate_in_child(graph: Graph, schedule: Schedule, on_step, max_steps: int
         proc.kill()
         proc.join()
         recv.close()
-    return _replay(graph, schedule, done_steps, why, assume_finite, start)
+    return _replay(graph, schedule, done_steps, why, assume_finite, guide, start)
 
 
-def _replay(graph, schedule: Schedule, done_steps: int, why: StopReason, assume_finite: bool, start: float):
+def _replay(graph, schedule: Schedule, done_steps: int, why: StopReason, assume_finite: bool, guide: Guide | None,
+            start: float):
     """After a killed child: replay here the steps it completed, under the same limits (a second child could
     die the same way, e.g. a fork that inherited a lock held by another thread). The run is deterministic, so
     this is a prefix of the child's: it stops before the step that ran away, or earlier at a limit."""
-    egraph, report = run(graph, schedule, max_steps=done_steps, assume_finite=assume_finite)
+    egraph, report = run(graph, schedule, max_steps=done_steps, assume_finite=assume_finite, guide=guide)
     snap = snapshot.from_egraph(egraph, len(graph.outputs), graph.live_nodes())
     if len(report.steps) == done_steps:
         report.stop_reason = StopReason(why.kind, f"{why}; continued with the {done_steps} steps completed before")

@@ -91,17 +91,29 @@ class Schedule:
 
     steps: tuple[Step, ...]
     limits: Limits = field(default_factory=Limits)
+    #: cost-guided kernel layer (guide.py): the algebra saturates first, then every step runs with the kernel
+    #: layer's entry rules limited to e-nodes priced within this factor of their e-class's best form's own
+    #: price; ``limits.iterations`` bounds each of the two phases. None: unguided, one phase
+    kernel_guide: float | None = None
 
     def __post_init__(self):
+        if self.kernel_guide is not None and not self.kernel_guide >= 1:
+            raise EqiforgeError(f"kernel_guide is a factor of at least 1 (or None: unguided), got {self.kernel_guide!r}")
         if not isinstance(self.steps, tuple) or not all(isinstance(s, Step) for s in self.steps):
             raise EqiforgeError(f"a Schedule's steps are a tuple of Step(...), got {self.steps!r}")
         if not isinstance(self.limits, Limits):
             raise EqiforgeError(f"a Schedule's limits are an eqiforge.Limits(...), got {self.limits!r}")
 
     @classmethod
-    def of(cls, *names: str, limits: Limits | None = None, back_off: BackOff | None = None) -> Schedule:
+    def of(cls, *names: str, limits: Limits | None = None, back_off: BackOff | None = None,
+           kernel_guide: float | None = None) -> Schedule:
         """A schedule of a step per name, in order (a name may repeat), all with one back-off policy."""
-        return cls(tuple(Step(n, back_off or BackOff()) for n in names), limits or Limits())
+        return cls(tuple(Step(n, back_off or BackOff()) for n in names), limits or Limits(), kernel_guide)
+
+    def algebra(self) -> Schedule:
+        """The same schedule without its kernel-layer steps (a guided run's first phase)."""
+        layer = {rs.name: rs.layer for rs in rulesets.select(list(self.rulesets))}
+        return Schedule(tuple(s for s in self.steps if layer[s.ruleset] == "algebra"), self.limits)
 
     @property
     def rulesets(self) -> tuple[str, ...]:
@@ -118,14 +130,19 @@ class Schedule:
                   for k, s in enumerate(self.steps, 1)]
         lines += [f"back-off: {policies.pop()}"] if shared else []
         lines.append(f"limits: {self.limits}")
+        if self.kernel_guide is not None:
+            lines.append(f"kernel layer guided: algebra first, then kernels for forms within {self.kernel_guide:g}x "
+                         f"of the best form's own price")
         return "\n".join(lines)
 
 
 def default_schedule(names: list[str] | None, limits: Limits | None = None,
-                     layers: tuple[str, ...] = rulesets.LAYERS, back_off: BackOff | None = None) -> Schedule:
+                     layers: tuple[str, ...] = rulesets.LAYERS, back_off: BackOff | None = None,
+                     kernel_guide: float | None = None) -> Schedule:
     """The schedule EqiForge runs: a step per rule set called ``names``, in that order (None: every rule set
     whose file's ``; layer:`` field is one of ``layers``, by file name), each with the same back-off."""
-    return Schedule.of(*(rs.name for rs in rulesets.select(names, layers)), limits=limits, back_off=back_off)
+    return Schedule.of(*(rs.name for rs in rulesets.select(names, layers)), limits=limits, back_off=back_off,
+                       kernel_guide=kernel_guide)
 
 
 def _check_count(name: str, value, what: str) -> None:

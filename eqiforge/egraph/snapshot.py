@@ -3,7 +3,9 @@
 The snapshot is what extraction and costing work on: e-nodes with their op, attributes and child e-classes,
 and every e-class's shape and dtype. It is picklable, so saturation can run in a child process.
 Nodes whose e-class has no derived shape are dropped: they came from a rewrite whose shape guard did not
-hold and cannot be part of a valid plan (their count is kept for the report).
+hold and cannot be part of a valid plan (their count is kept for the report). A fused kernel's inputs are
+put in canonical order, and kernels that are then equal are one node (fusion reaches a kernel along many
+paths).
 """
 from __future__ import annotations
 
@@ -80,15 +82,17 @@ def _arguments(egraph, sorts, values, decode):
     return children, attrs
 
 
-def _drop_unread_inputs(op, children: list, attrs: list):
-    """A kernel's extra inputs that its fused expressions do not read are not its children."""
+def _canonical_inputs(op, children: list, attrs: list):
+    """A kernel's extra inputs in their canonical order (``fused.canonical_inputs``): read-once, unread ones
+    dropped, so the variants fusion makes of one kernel become one e-node."""
     where = [k for k, kind in enumerate(op.attrs) if kind == "epi"]
     if not where:  # extras read without an expression (an attention bias): all are read
         return children, attrs
-    exprs, kept = fused.drop_unread([attrs[k] for k in where], len(children) - op.arity)
+    extras = children[op.arity:]
+    exprs, kept = fused.canonical_inputs([attrs[k] for k in where], extras)
     for k, expr in zip(where, exprs):
         attrs[k] = expr
-    return children[:op.arity] + [children[op.arity + i] for i in kept], attrs
+    return children[:op.arity] + [extras[i] for i in kept], attrs
 
 
 def from_egraph(egraph, num_outputs: int, node_ids: list[int]) -> Snapshot:
@@ -106,6 +110,7 @@ def from_egraph(egraph, num_outputs: int, node_ids: list[int]) -> Snapshot:
 
     snap = Snapshot()
     class_ids: dict = {}
+    seen: set = set()
 
     def class_of(v) -> int:
         if v not in class_ids:
@@ -126,13 +131,17 @@ def from_egraph(egraph, num_outputs: int, node_ids: list[int]) -> Snapshot:
                 continue
             try:
                 children, attrs = _arguments(egraph, sorts, row.inputs, decode)
-            except KeyError:  # a fused expression still being rewritten (Subst/Shift not yet resolved)
+            except KeyError:  # a fused expression still being rewritten (Splice/Shift not yet resolved)
                 children = None
             if children is not None and op.kind == "kernel":
-                children, attrs = _drop_unread_inputs(op, children, attrs)
+                children, attrs = _canonical_inputs(op, children, attrs)
             if children is None or row.output not in shapes or any(c not in shapes for c in children):
                 snap.dropped_nodes += 1
                 continue
+            key = (name, tuple(attrs), tuple(children), row.output)
+            if key in seen:  # a kernel reached along another fusion path
+                continue
+            seen.add(key)
             snap.node_op.append(name)
             snap.node_attrs.append(tuple(attrs))
             snap.node_children.append(tuple(class_of(c) for c in children))

@@ -74,7 +74,7 @@ def _size_panel(ax, sat: SaturationReport, colors: dict[str, str]) -> None:
     if limit:
         ax.axhline(limit, **LIMIT_STYLE, label=f"e-node limit ({limit:,})")
     iterations = sat.limits.get("iterations")
-    if iterations and iterations <= 2 * sat.iterations + 2:
+    if iterations and iterations <= 2 * sat.iterations + 2 and not sat.guided:  # guided: a limit per phase
         ax.axvline(iterations, **{**LIMIT_STYLE, "color": "#9467bd"}, label=f"iteration limit ({iterations})")
     ax.plot(xs[-1], enodes[-1], marker="*", color="gold", markeredgecolor="black", markersize=16, zorder=5,
             linestyle="none", label=f"stop: {sat.stop_reason}")
