@@ -24,7 +24,12 @@ def compute_ops(opt) -> int:
                if op not in ("Input", "Param", "Fill", "Reshape", "Permute", "Expand", "Slice"))
 
 
-@pytest.mark.parametrize("name", [pytest.param(name, marks=pytest.mark.slow) if name == "transformer_layer" else name
+#: the interpreter's longest runs (the MLP and low-rank products also run in the half-precision and fused-epilogue
+#: tests below and in the slow tier)
+SLOW_EXAMPLES = {"transformer_layer", "mlp", "low_rank"}
+
+
+@pytest.mark.parametrize("name", [pytest.param(name, marks=pytest.mark.slow) if name in SLOW_EXAMPLES else name
                                   for name in sorted(set(examples.EXAMPLES) - {"bert_encoder"})])
 def test_builtin_examples_match_eager_through_triton(name):
     """Every built-in example (the transformer layer in the slow tier: ~10 s per call under the interpreter;
@@ -202,6 +207,7 @@ def test_a_kernel_that_fails_to_build_falls_back_to_pytorch_at_its_first_call():
     assert any(first in note and "could not be built" in note for note in opt.report.lowering_notes)
 
 
+@pytest.mark.slow  # 20 s each under the interpreter; tests/test_rules.py checks the split rules numerically
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
 def test_few_long_rows_reduce_in_two_stages(dtype):
     """A dot product over 2 rows of 2^19: one program per row would leave most SMs idle, so the plan reads
