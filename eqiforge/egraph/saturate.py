@@ -151,7 +151,7 @@ def run(graph: Graph, rules: Schedule | list[str] | None, limits: Limits | None 
         report.stop_reason = _follow(schedule.algebra(), runner)
         if report.stop_reason.kind in (Stop.SATURATED, Stop.ITERATIONS):
             report.guided = _state_promising(egraph, graph, schedule.kernel_guide, guide)
-            report.stop_reason = _follow(schedule, runner, first=report.iterations + 1)
+            report.stop_reason = _follow(schedule, runner, first_iteration=report.iterations + 1)
     else:
         report.stop_reason = _follow(schedule, runner)
     report.seconds = time.perf_counter() - start
@@ -193,10 +193,10 @@ def _setup(graph: Graph, schedule: Schedule, assume_finite: bool, guided: bool) 
             (encode.encode(graph) + unguided + [_saturate(rulesets.ANALYSIS)], "adding the program")]
 
 
-def _follow(schedule: Schedule, runner: _Runner, first: int = 1) -> StopReason:
-    """Execute ``schedule``: its steps in order, once per iteration (numbered from ``first``), until a limit
-    holds or an iteration changes nothing; the stop reason."""
-    for iteration in range(first, first + schedule.limits.iterations):
+def _follow(schedule: Schedule, runner: _Runner, first_iteration: int = 1) -> StopReason:
+    """Execute ``schedule``: its steps in order, once per iteration (numbered from ``first_iteration``), until
+    a limit holds or an iteration changes nothing; the stop reason."""
+    for iteration in range(first_iteration, first_iteration + schedule.limits.iterations):
         changed, first = False, len(runner.report.steps)
         for step in schedule.steps:
             if runner.banned(step.ruleset, iteration):
