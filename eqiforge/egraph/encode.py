@@ -67,15 +67,20 @@ def output_name(k: int) -> str:
     return f"$output{k}_"
 
 
+def op_call(name: str, operands: list, attrs) -> eb.Call:
+    """The constructor call of op ``name`` on operand expressions and attribute values (a variadic op's
+    operands past its arity go in a vector)."""
+    op = ops.get(name)
+    args = operands[:op.arity] + [lit(kind, value) for kind, value in zip(op.attrs, attrs)]
+    if op.variadic:
+        args.append(eb.Call(SPAN, "vec-of", operands[op.arity:]))
+    return eb.Call(SPAN, name, args)
+
+
 def node_expr(graph: Graph, i: int):
     """The constructor call for node ``i``, its operands referring to their let-bound names."""
     n = graph.nodes[i]
-    op = ops.get(n.op)
-    operands = [var(node_name(j)) for j in n.inputs]
-    args = operands[:op.arity] + [lit(kind, value) for kind, value in zip(op.attrs, n.attrs)]
-    if op.variadic:
-        args.append(eb.Call(SPAN, "vec-of", operands[op.arity:]))
-    return eb.Call(SPAN, n.op, args)
+    return op_call(n.op, [var(node_name(j)) for j in n.inputs], n.attrs)
 
 
 def encode(graph: Graph) -> list:

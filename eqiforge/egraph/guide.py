@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import egglog.bindings as eb
 
 from .. import ops
-from .encode import SPAN, lit, var
+from .encode import SPAN, op_call, var
 from .snapshot import Snapshot
 
 
@@ -76,17 +76,16 @@ def promising_nodes(snap: Snapshot, prices: Sequence[float], factor: float) -> s
     """The promising e-nodes (module docstring), reached from the roots."""
     prices = [0.0 if ops.get(op).kind in FUSED_KINDS else p for p, op in zip(prices, snap.node_op)]
     best = tree_costs(snap, prices)
+    tree = [_tree(snap, prices, best, n) for n in range(snap.num_nodes)]
     members = snap.class_nodes()
-    slack = {}
-    for c, nodes in enumerate(members):
-        own = [prices[n] for n in nodes if _tree(snap, prices, best, n) == best[c]]
-        slack[c] = (factor - 1.0) * min(own, default=0.0)
+    slack = [(factor - 1.0) * min((prices[n] for n in nodes if tree[n] == best[c]), default=0.0)
+             for c, nodes in enumerate(members)]
     kept: set[int] = set()
     seen, frontier = set(snap.roots), list(snap.roots)
     while frontier:
         c = frontier.pop()
         for n in members[c]:
-            if math.isfinite(best[c]) and _tree(snap, prices, best, n) <= best[c] + slack[c]:
+            if math.isfinite(best[c]) and tree[n] <= best[c] + slack[c]:
                 kept.add(n)
                 fresh = set(snap.node_children[n]) - seen
                 seen |= fresh
@@ -120,13 +119,9 @@ def marking_commands(snap: Snapshot, prices: Sequence[float], kept: set[int]) ->
         c = snap.node_class[n]
         if c in named:
             continue
-        op = ops.get(snap.node_op[n])
-        operands = [var(named[k]) for k in snap.node_children[n]]
-        args = operands[:op.arity] + [lit(kind, value) for kind, value in zip(op.attrs, snap.node_attrs[n])]
-        if op.variadic:
-            args.append(eb.Call(SPAN, "vec-of", operands[op.arity:]))
         named[c] = f"$guide{c}_"
-        commands.append(eb.ActionCommand(eb.Let(SPAN, named[c], eb.Call(SPAN, op.name, args))))
+        term = op_call(snap.node_op[n], [var(named[k]) for k in snap.node_children[n]], snap.node_attrs[n])
+        commands.append(eb.ActionCommand(eb.Let(SPAN, named[c], term)))
         for m in readers.get(c, ()):
             unnamed[m] -= 1
             if not unnamed[m]:
