@@ -13,6 +13,7 @@ from .ops import EPI, evaluate  # noqa: F401  (evaluate: an Epi's PyTorch value,
 UNARY = tuple(name for name, op in EPI.items() if op.arity == 1)
 BINARY = tuple(name for name, op in EPI.items() if op.arity == 2)
 TRANSCENDENTAL = frozenset(name for name, op in EPI.items() if "transcendental" in op.tags)
+COMMUTATIVE = frozenset(name for name, op in EPI.items() if "commutative" in op.tags)
 
 
 def flops_per_element(expr: tuple) -> float:
@@ -41,10 +42,12 @@ def renumber(expr: tuple, mapping: dict[int, int]) -> tuple:
 
 
 def canonical_inputs(exprs: list[tuple], inputs: list) -> tuple[list[tuple], list[int]]:
-    """(expressions renumbered, kept input positions): inputs numbered in the order the expressions first read
-    them, a tensor at two positions read as one, inputs no expression reads dropped. Fusion reaches one kernel
-    along many paths (inlining order, a producer read twice) with its inputs numbered differently; this is the
-    form they share, so that they are one e-node to extraction. ``inputs`` identify the tensors (e-classes)."""
+    """(expressions renumbered, kept input positions): the operands of commutative operators ordered by what
+    they compute, then inputs numbered in the order the expressions first read them, a tensor at two positions
+    read as one, inputs no expression reads dropped. Fusion reaches one kernel along many paths (inlining
+    order, a producer read twice, a + b beside b + a) with its inputs numbered differently; this is the form
+    they share, so that they are one e-node to extraction. ``inputs`` identify the tensors (e-classes)."""
+    exprs = [_commuted(e, inputs) for e in exprs]
     kept: list[int] = []
     mapping: dict[int, int] = {}
     slot_of: dict = {}
@@ -65,6 +68,31 @@ def canonical_inputs(exprs: list[tuple], inputs: list) -> tuple[list[tuple], lis
     for e in exprs:
         visit(e)
     return [renumber(e, mapping) for e in exprs], kept
+
+
+def _commuted(expr: tuple, inputs: list) -> tuple:
+    """``expr`` with the two operands of each commutative operator in a fixed order: by what they read and
+    compute (inputs named by their tensors), so that the order fusion happened to build them in is gone."""
+    if not isinstance(expr, tuple) or expr[0] == "in":
+        return expr
+    parts = tuple(_commuted(p, inputs) for p in expr)
+    if parts[0] == "bin" and parts[1] in COMMUTATIVE:
+        a, b = parts[2:]
+        if _tensor_key(b, inputs) < _tensor_key(a, inputs):
+            parts = parts[:2] + (b, a)
+    return parts
+
+
+def _tensor_key(expr, inputs: list) -> str:
+    """A total order on operands: the expression written out with each input as the tensor it reads;
+    constants sort last (``x * 0.125``, as a person writes it)."""
+    if not isinstance(expr, tuple):
+        return repr(expr)
+    if expr[0] == "in":
+        return f"in:{inputs[expr[1]]!r}" if expr[1] < len(inputs) else f"in#{expr[1]}"
+    if expr[0] == "const":
+        return f"~{expr[1:]!r}"
+    return "(" + ",".join(_tensor_key(p, inputs) for p in expr) + ")"
 
 
 def format_expr(expr: tuple) -> str:

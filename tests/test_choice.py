@@ -123,10 +123,10 @@ def test_optimize_measures_and_a_plan_slowed_on_purpose_runs_the_original(monkey
 def test_a_second_optimization_reads_the_decision_from_the_cache(monkeypatch, tmp_path):
     monkeypatch.setenv("EQIFORGE_CACHE_DIR", str(tmp_path))
     fn, inputs = chain()
-    first = eqiforge.optimize(fn, inputs, backend="torch", measure="always", measure_seconds=0.2)
+    first = eqiforge.optimize(fn, inputs, backend="torch", measure="always", measure_seconds=1.0)
     assert first.report.runs == "the plan" and "rounds); runs: plan" in first.report.measured
     monkeypatch.setattr(timing, "time_candidates", lambda *a, **k: pytest.fail("measured again"))
-    again = eqiforge.optimize(fn, inputs, backend="torch", measure="always", measure_seconds=0.2)
+    again = eqiforge.optimize(fn, inputs, backend="torch", measure="always", measure_seconds=1.0)
     assert again.report.runs == "the plan" and "read from EqiForge's cache); runs: plan" in again.report.measured
     [line] = (tmp_path / "measure" / choice.RECORDS).read_text().splitlines()  # one measurement, one record
     record = json.loads(line)
@@ -328,7 +328,7 @@ def test_a_next_best_plan_measured_faster_becomes_the_plan(monkeypatch):
     fn, inputs = shared_factor()
     best = eqiforge.optimize(fn, inputs, backend="torch", measure="never")
     with torch.no_grad():
-        opt = eqiforge.optimize(fn, inputs, backend="torch", measure="always", measure_seconds=0.2, cache=False)
+        opt = eqiforge.optimize(fn, inputs, backend="torch", measure="always", measure_seconds=1.0, cache=False)
     assert opt.report.runs == "the plan" and opt.report.measured.endswith("runs: plan 2")
     assert opt.source != best.source and opt.plan.predicted_seconds > best.plan.predicted_seconds
     assert opt.report.predicted_after == opt.plan.predicted_seconds

@@ -198,6 +198,36 @@ def test_fused_inputs_in_canonical_order():
     assert got == [("bin", "add", ("in", 0), ("in", 1)), ("bin", "mul", ("acc",), ("in", 0))]
 
 
+def test_commuted_operands_make_one_canonical_kernel():
+    """a + b over (a, b) and b + a over (b, a) are one kernel once commutative operands are ordered by the
+    tensors they read; a constant goes last; a subtraction keeps its order."""
+    from eqiforge.fused import canonical_inputs
+    one = canonical_inputs([("bin", "add", ("in", 0), ("in", 1))], ["a", "b"])
+    other = canonical_inputs([("bin", "add", ("in", 1), ("in", 0))], ["a", "b"])
+    swapped = canonical_inputs([("bin", "add", ("in", 0), ("in", 1))], ["b", "a"])
+    assert one[0] == other[0] == swapped[0] == [("bin", "add", ("in", 0), ("in", 1))]
+    assert one[1] == other[1] == [0, 1] and swapped[1] == [1, 0]  # both read a first
+    assert canonical_inputs([("bin", "mul", ("const", 0.5), ("in", 0))], ["a"])[0] == [
+        ("bin", "mul", ("in", 0), ("const", 0.5))]
+    assert canonical_inputs([("bin", "sub", ("in", 1), ("in", 0))], ["a", "b"]) == (
+        [("bin", "sub", ("in", 0), ("in", 1))], [1, 0])
+
+
+def test_e_classes_holding_an_equal_e_node_are_merged_with_their_readers():
+    """Classes 10 and 11 hold the same kernel over (1, 2); then 20 = Exp(10) and 21 = Exp(11) are equal too
+    (congruence), and 30 = Add(20, 21) reads one class twice. A shape disagreement is a loud error."""
+    from eqiforge.egraph.snapshot import _equal_classes
+    kernel = ("PointwiseK", (("bin", "add", ("in", 0), ("in", 1)), (4,)))
+    rows = [(*kernel, (1, 2), 10), (*kernel, (1, 2), 11), ("Exp", (), (10,), 20), ("Exp", (), (11,), 21),
+            ("Add", (), (20, 21), 30), ("Neg", (), (1,), 11)]
+    shapes = {c: (4,) for c in (1, 2, 10, 11, 20, 21, 30)}
+    same = _equal_classes(rows, shapes, {c: "float32" for c in shapes})
+    assert same(10) == same(11) == 10 and same(20) == same(21) == 20
+    assert len({same(c) for c in shapes}) == 5
+    with pytest.raises(EqiforgeError, match="differ in shape"):
+        _equal_classes(rows, {**shapes, 11: (2, 2)}, {c: "float32" for c in shapes})
+
+
 def test_fusion_paths_make_one_kernel_and_gemm_extras_join_the_epilogue():
     """exp(a @ w + y) + exp(z): fusion reaches the kernels along several inlining orders, numbering their inputs
     differently; the snapshot holds each kernel once (no two e-nodes of a class alike). Every fused expression

@@ -5,13 +5,14 @@ and every e-class's shape and dtype. It is picklable, so saturation can run in a
 Nodes whose e-class has no derived shape are dropped: they came from a rewrite whose shape guard did not
 hold and cannot be part of a valid plan (their count is kept for the report). A fused kernel's inputs are
 put in canonical order, and kernels that are then equal are one node (fusion reaches a kernel along many
-paths).
+paths); e-classes that then hold an equal e-node are one e-class.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
 from .. import fused, ops
+from ..errors import EqiforgeError
 from .encode import EPI_CONSTRUCTORS, node_name, output_name
 
 
@@ -119,6 +120,7 @@ def from_egraph(egraph, num_outputs: int, node_ids: list[int]) -> Snapshot:
             snap.class_dtype.append(dtypes[v])
         return class_ids[v]
 
+    rows: list[tuple] = []  # (op, attrs, child values, output value) of every e-node kept
     for name in sorted(frozen):
         fn = frozen[name]
         if fn.is_let_binding or fn.output_sort != "T" or name not in ops.OPS:
@@ -138,15 +140,49 @@ def from_egraph(egraph, num_outputs: int, node_ids: list[int]) -> Snapshot:
             if children is None or row.output not in shapes or any(c not in shapes for c in children):
                 snap.dropped_nodes += 1
                 continue
-            key = (name, tuple(attrs), tuple(children), row.output)
-            if key in seen:  # a kernel reached along another fusion path
-                continue
-            seen.add(key)
-            snap.node_op.append(name)
-            snap.node_attrs.append(tuple(attrs))
-            snap.node_children.append(tuple(class_of(c) for c in children))
-            snap.node_class.append(class_of(row.output))
+            rows.append((name, tuple(attrs), tuple(children), row.output))
+    same = _equal_classes(rows, shapes, dtypes)
+    for name, attrs, children, output in rows:
+        key = (name, attrs, tuple(same(c) for c in children), same(output))
+        if key in seen:  # a kernel reached along another fusion path
+            continue
+        seen.add(key)
+        snap.node_op.append(name)
+        snap.node_attrs.append(attrs)
+        snap.node_children.append(tuple(class_of(c) for c in key[2]))
+        snap.node_class.append(class_of(key[3]))
     lets = {name: fn.rows[0].output for name, fn in frozen.items() if fn.is_let_binding and fn.rows}
-    snap.roots = [class_of(lets[output_name(k)]) for k in range(num_outputs)]
-    snap.bindings = {i: class_of(lets[node_name(i)]) for i in node_ids if node_name(i) in lets}
+    snap.roots = [class_of(same(lets[output_name(k)])) for k in range(num_outputs)]
+    snap.bindings = {i: class_of(same(lets[node_name(i)])) for i in node_ids if node_name(i) in lets}
     return snap
+
+
+def _equal_classes(rows: list[tuple], shapes: dict, dtypes: dict):
+    """The representative of each e-class value once e-classes holding an equal e-node are merged, to a
+    fixed point (congruence: merging two classes can make their readers equal). egglog merged every such pair
+    it saw, but canonical kernel inputs make two kernels equal that egglog held apart (one adds a + b, the
+    other b + a): their e-classes compute the same tensor. Left apart, each copy doubles the e-nodes above
+    it and the ILP must prove equal-cost alternatives apart (a ViT-base block: 725 -> 628 e-nodes)."""
+    parent: dict = {}
+
+    def find(v):
+        while parent.get(v, v) != v:
+            parent[v] = parent.get(parent[v], parent[v])
+            v = parent[v]
+        return v
+
+    merged = True
+    while merged:
+        merged, holder = False, {}
+        for name, attrs, children, output in rows:
+            key = (name, attrs, tuple(find(c) for c in children))
+            first = holder.setdefault(key, find(output))
+            if find(first) != find(output):
+                a, b = sorted((find(first), find(output)))
+                if (shapes[a], dtypes[a]) != (shapes[b], dtypes[b]):
+                    raise EqiforgeError(f"two e-classes hold the e-node {name}{attrs} but differ in shape or dtype: "
+                                        f"{shapes[a]} {dtypes[a]} vs {shapes[b]} {dtypes[b]} (a bug in the "
+                                        f"kernels' canonical inputs, eqiforge/fused.py)")
+                parent[b] = a
+                merged = True
+    return find
