@@ -109,6 +109,21 @@ def test_a_node_as_dear_as_one_reading_fewer_classes_gets_no_variable():
     assert extract(snap, costs, method="ilp").cost == pytest.approx(3.0)
 
 
+def test_reading_a_free_class_instead_does_not_save_a_dominated_node():
+    """Class 0: node 0 reads the weight W (class 1, free: a leaf at no cost), node 1 at the same price reads
+    W's transposed copy (class 2, 0.5); node 0 dominates node 1, W aside. A dearer node 2 reading W alone stays."""
+    from eqiforge.extract.ilp import candidate_nodes
+    snap, costs = make_snapshot([
+        [((3, 1), 2.0), ((3, 2), 2.0), ((1,), 2.5)],  # 0: nodes 0-2
+        [((), 0.0)],  # 1: W, node 3
+        [((1,), 0.5)],  # 2: W transposed, node 4
+        [((), 1.0)],  # 3: x, node 5
+    ])
+    solvable = solvable_classes(snap, costs)
+    assert candidate_nodes(snap, costs, [0], solvable) == [0, 2, 3, 5]
+    assert extract(snap, costs, method="ilp").cost == pytest.approx(2.5)
+
+
 def test_self_loop_is_never_chosen():
     snap, costs = make_snapshot([[((0,), 0.0), ((), 5.0)]])  # x = f(x) for free, or a leaf
     for sel in both(snap, costs):
