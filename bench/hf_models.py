@@ -36,6 +36,7 @@ from pathlib import Path
 import torch
 
 import eqiforge
+from gpu.hf_blocks import first_tensor
 from measure import TOLERANCE, rel_error, steady_allocator, time_round_robin
 
 OUT = Path(__file__).resolve().parent / "results" / "cpu_hf_models.md"
@@ -91,16 +92,9 @@ MODELS = {
 }
 
 
-def _first_tensor(out) -> torch.Tensor:
-    """The model's main output (logits or last hidden state), whatever structure holds it."""
-    if isinstance(out, torch.Tensor):
-        return out
-    return out[0] if isinstance(out, (tuple, list)) else next(iter(out.values()))
-
-
 def _loss(out) -> torch.Tensor:
     """A loss whose gradients are not rounding noise (the mean of a normalised output has gradients ~1e-9)."""
-    return _first_tensor(out).float().square().mean()
+    return first_tensor(out).float().square().mean()
 
 
 #: the torch.compile backend of each first-call variant
@@ -156,7 +150,7 @@ def inference(model, example, repeats: int) -> dict:
     model = model.eval()
     with torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        ref = _first_tensor(model(*example))
+        ref = first_tensor(model(*example))
         variants = {"eager": model, "compile": torch.compile(model),
                     "eqiforge_compile": torch.compile(model, backend="eqiforge")}
         for name in ("compile", "eqiforge_compile"):
@@ -205,7 +199,7 @@ def training(model, example, repeats: int) -> dict:
 
 
 def _check(name, out, ref) -> None:
-    err = rel_error(_first_tensor(out), ref)
+    err = rel_error(first_tensor(out), ref)
     if err > TOLERANCE:
         raise AssertionError(f"{name} differs from eager by {err:.2e}")
 

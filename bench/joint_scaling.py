@@ -2,8 +2,8 @@
 priced for the H100: e-graph size, iterations, why saturation stopped, the extraction, seconds per stage and
 the plan's predicted time, one row per block.
 
-Blocks are Hugging Face transformers layers at their published sizes, built here with random weights (no
-downloads, eval mode, batch 1): a BertLayer of BERT-base (sequence 128), a GPT2Block (768 wide, sequence 128),
+Blocks are Hugging Face transformers layers at their published sizes, built by gpu/hf_blocks.py with random
+weights (no downloads, eval mode, batch 1; the GPU suite exports the same blocks' plans): a BertLayer of BERT-base (sequence 128), a GPT2Block (768 wide, sequence 128),
 a LlamaDecoderLayer at Llama-2-7B width with grouped-query attention (hidden 4096, 32 heads, 8 key/value
 heads, intermediate 11008; rotary tables built by the wrapper; sequence 128), the first T5Block of t5-base's
 encoder (sequence 128), a ViTLayer of ViT-base (197 tokens), and ``bert12``, BERT-base's 12-layer encoder
@@ -28,9 +28,8 @@ from collections import Counter
 from pathlib import Path
 
 import torch
-import torch.nn as nn
 
-from hf_models import _first_tensor
+from gpu import hf_blocks
 
 OUT = Path(__file__).resolve().parent / "results" / "joint_scaling.md"
 SEQ = 128
@@ -38,75 +37,16 @@ RAISED = {"enodes": 400_000, "seconds": 60.0, "iterations": 20}
 DETAILED = "bert"  # the block whose growth is broken down
 
 
-class FirstOutput(nn.Module):
-    """A layer called on hidden states alone, returning its main output tensor."""
-
-    def __init__(self, layer: nn.Module):
-        super().__init__()
-        self.layer = layer
-
-    def forward(self, x):
-        return _first_tensor(self.layer(x))
+def _hidden(width: int, tokens: int = SEQ) -> tuple[torch.Tensor]:
+    return (torch.randn(1, tokens, width),)
 
 
-class LlamaLayer(nn.Module):
-    """A LlamaDecoderLayer with the rotary tables its model would pass it (causal attention, no mask)."""
-
-    def __init__(self, config):
-        import transformers.models.llama.modeling_llama as llama
-        super().__init__()
-        self.layer = llama.LlamaDecoderLayer(config, layer_idx=0)
-        self.rotary = llama.LlamaRotaryEmbedding(config)
-
-    def forward(self, x):
-        positions = torch.arange(x.shape[1], device=x.device)[None]
-        return _first_tensor(self.layer(x, position_ids=positions, position_embeddings=self.rotary(x, positions)))
-
-
-def _bert_config():
-    import transformers as T
-    return T.BertConfig(hidden_size=768, num_attention_heads=12, intermediate_size=3072, num_hidden_layers=12,
-                        hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
-
-
-def _bert():
-    from transformers.models.bert.modeling_bert import BertLayer
-    return FirstOutput(BertLayer(_bert_config())), (torch.randn(1, SEQ, 768),)
-
-
-def _bert12():
-    from transformers.models.bert.modeling_bert import BertEncoder
-    return FirstOutput(BertEncoder(_bert_config())), (torch.randn(1, SEQ, 768),)
-
-
-def _gpt2():
-    import transformers as T
-    cfg = T.GPT2Config(n_embd=768, n_head=12, n_layer=1, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
-    return FirstOutput(T.models.gpt2.modeling_gpt2.GPT2Block(cfg, layer_idx=0)), (torch.randn(1, SEQ, 768),)
-
-
-def _llama():
-    import transformers as T
-    cfg = T.LlamaConfig(hidden_size=4096, num_attention_heads=32, num_key_value_heads=8, intermediate_size=11008,
-                        num_hidden_layers=1, max_position_embeddings=2 * SEQ)
-    return LlamaLayer(cfg), (torch.randn(1, SEQ, 4096),)
-
-
-def _t5():
-    import transformers as T
-    cfg = T.T5Config(d_model=768, d_kv=64, d_ff=3072, num_heads=12, num_layers=1, dropout_rate=0.0)
-    block = T.models.t5.modeling_t5.T5Block(cfg, has_relative_attention_bias=True, layer_idx=0)
-    return FirstOutput(block), (torch.randn(1, SEQ, 768),)
-
-
-def _vit():
-    import transformers as T
-    cfg = T.ViTConfig(hidden_size=768, num_attention_heads=12, intermediate_size=3072, hidden_dropout_prob=0.0,
-                      attention_probs_dropout_prob=0.0)
-    return FirstOutput(T.models.vit.modeling_vit.ViTLayer(cfg)), (torch.randn(1, 197, 768),)
-
-
-BLOCKS = {"bert": _bert, "gpt2": _gpt2, "llama": _llama, "t5": _t5, "vit": _vit, "bert12": _bert12}
+BLOCKS = {"bert": lambda: (hf_blocks.bert_layer(), _hidden(768)),
+          "gpt2": lambda: (hf_blocks.gpt2_block(), _hidden(768)),
+          "llama": lambda: (hf_blocks.llama_layer(max_positions=2 * SEQ), _hidden(4096)),
+          "t5": lambda: (hf_blocks.t5_block(), _hidden(768)),
+          "vit": lambda: (hf_blocks.vit_layer(), _hidden(768, 197)),
+          "bert12": lambda: (hf_blocks.bert_encoder(), _hidden(768))}
 
 
 def measure_here(name: str, raised: bool, unguided: bool) -> dict:

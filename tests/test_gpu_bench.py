@@ -44,7 +44,13 @@ def plans(tmp_path_factory):
 
 def test_export_writes_standalone_plans(plans):
     folders = sorted(f.parent for f in plans.glob("*/program.json"))
-    assert {f.name for f in folders} >= {"transformer_layer_fp16", "mlp_fp32", "layernorm_softmax_fp16"}
+    assert {f.name for f in folders} >= {"transformer_layer_fp16", "mlp_fp32", "layernorm_softmax_fp16",
+                                        "hf_bert_layer_fp16", "hf_gpt2_block_fp16", "hf_llama_layer_fp16",
+                                        "hf_t5_block_fp32", "hf_vit_layer_fp16"}
+    # a merged projection's weight travels as the recipe that makes it from the rebuilt block's weights
+    made = json.loads((plans / "hf_llama_layer_fp16" / "program.json").read_text())["params_from_module"]
+    assert {"dim": 1, "dtype": "float16", "parts": [[f"layer.mlp.{w}_proj.weight", True] for w in ("gate", "up")]} \
+        in made.values(), made
     for folder in folders:
         assert {f.name for f in folder.iterdir()} >= {"plan.py", "params.pt", "meta.json", "check.pt"}
         body = ast.parse((folder / "plan.py").read_text()).body
@@ -111,7 +117,7 @@ def test_dry_run_checks_every_plan_without_egglog(plans, tmp_path):
                    "EqiForge-inductor ms", "/eager", "/compile", "/max-autotune", "inductor plan /compile"):
         assert f"| {column} |" in header
     last_row = done.stdout.rstrip().splitlines()[-2]  # the table is printed last
-    assert last_row.startswith("| attention_decode_") and "| yes |" in last_row
+    assert last_row.startswith("| hf_vit_layer_fp16 |") and "| yes |" in last_row
 
 
 def test_without_cuda_says_so_and_exits_cleanly(plans, tmp_path):

@@ -55,10 +55,11 @@ import torch
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))  # eqiforge.examples from this checkout: nothing is installed on the GPU machine
+sys.path.insert(0, str(ROOT / "bench" / "gpu"))  # hf_blocks, however this file was loaded
 
 PLANS = ROOT / "bench" / "gpu" / "plans"
 RESULTS = ROOT / "bench" / "results"
-BUILDERS = ("eqiforge.examples.", "torch.nn.")  # where program.json may name modules (neither pulls egglog)
+BUILDERS = ("eqiforge.examples.", "torch.nn.", "hf_blocks.")  # where program.json may name modules (none pulls egglog)
 COMPILE_MODES = {"compile": {}, "max-autotune": {"mode": "max-autotune"}}
 INDUCTOR_PLAN = "eqiforge_inductor"  # the variant of EqiForge's inductor backend, timed after "compile"
 VARIANTS = ("compile", INDUCTOR_PLAN, "max-autotune")  # the compiling passes, in order
@@ -95,8 +96,19 @@ def fingerprints(module: torch.nn.Module, inputs, from_module: dict[str, str]) -
     """Evenly spaced elements of every input and of the weights the plan takes from the module."""
     state = module.state_dict()
     tensors = {**{f"input {i}": t for i, t in enumerate(inputs)},
-               **{f"param {key}": state[name] for key, name in from_module.items()}}
+               **{f"param {key}": weight_of(state, recipe) for key, recipe in from_module.items()}}
     return {key: _points(t.reshape(-1)) for key, t in tensors.items()}
+
+
+def weight_of(state: dict[str, torch.Tensor], recipe) -> torch.Tensor:
+    """A plan parameter made from the rebuilt program's weights (``params_from_module``): a weight, by its
+    state name, or a constant the optimizer folded from weights: weights, each maybe transposed, concatenated
+    along a dim and cast (``{"dim": 1, "parts": [[name, transposed], ...], "dtype": "float16"}``: a merged
+    Q/K/V projection's weight, 50 MB in fp16 for a Llama layer, need not travel)."""
+    if isinstance(recipe, str):
+        return state[recipe]
+    parts = [state[name].t() if transposed else state[name] for name, transposed in recipe["parts"]]
+    return torch.cat(parts, recipe["dim"]).to(getattr(torch, recipe["dtype"])).contiguous()
 
 
 def _points(flat: torch.Tensor) -> torch.Tensor:
@@ -278,7 +290,7 @@ class Session:
         loader.loader.exec_module(plan)
         state = prog.module.state_dict()
         params = {key: t.to(self.device) for key, t in torch.load(folder / "params.pt", weights_only=True).items()}
-        params.update({key: state[name] for key, name in from_module.items()})
+        params.update({key: weight_of(state, recipe).to(self.device) for key, recipe in from_module.items()})
         return plan, params
 
     def check(self, prog: Program, call, suffix: str) -> None:
