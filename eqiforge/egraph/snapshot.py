@@ -83,14 +83,16 @@ def _arguments(egraph, sorts, values, decode):
     return children, attrs
 
 
-def _canonical_inputs(op, children: list, attrs: list):
+def _canonical_inputs(op, children: list, attrs: list, rank: dict):
     """A kernel's extra inputs in their canonical order (``fused.canonical_inputs``): read-once, unread ones
-    dropped, so the variants fusion makes of one kernel become one e-node."""
+    dropped, so the variants fusion makes of one kernel become one e-node. Tensors are told apart by their
+    ``rank``, the order the snapshot first met their e-class in: egglog's values print as memory addresses,
+    which would order commutative operands differently in each run."""
     where = [k for k, kind in enumerate(op.attrs) if kind == "epi"]
     if not where:  # extras read without an expression (an attention bias): all are read
         return children, attrs
     extras = children[op.arity:]
-    exprs, kept = fused.canonical_inputs([attrs[k] for k in where], extras)
+    exprs, kept = fused.canonical_inputs([attrs[k] for k in where], [rank[c] for c in extras])
     for k, expr in zip(where, exprs):
         attrs[k] = expr
     return children[:op.arity] + [extras[i] for i in kept], attrs
@@ -121,6 +123,7 @@ def from_egraph(egraph, num_outputs: int, node_ids: list[int]) -> Snapshot:
         return class_ids[v]
 
     rows: list[tuple] = []  # (op, attrs, child values, output value) of every e-node kept
+    rank: dict = {}  # e-class value -> when a kernel first read or made it (a deterministic order)
     for name in sorted(frozen):
         fn = frozen[name]
         if fn.is_let_binding or fn.output_sort != "T" or name not in ops.OPS:
@@ -136,7 +139,9 @@ def from_egraph(egraph, num_outputs: int, node_ids: list[int]) -> Snapshot:
             except KeyError:  # a fused expression still being rewritten (Splice/Shift not yet resolved)
                 children = None
             if children is not None and op.kind == "kernel":
-                children, attrs = _canonical_inputs(op, children, attrs)
+                for v in (*children, row.output):
+                    rank.setdefault(v, len(rank))
+                children, attrs = _canonical_inputs(op, children, attrs, rank)
             if children is None or row.output not in shapes or any(c not in shapes for c in children):
                 snap.dropped_nodes += 1
                 continue
@@ -178,7 +183,7 @@ def _equal_classes(rows: list[tuple], shapes: dict, dtypes: dict):
             key = (name, attrs, tuple(find(c) for c in children))
             first = holder.setdefault(key, find(output))
             if find(first) != find(output):
-                a, b = sorted((find(first), find(output)))
+                a, b = find(first), find(output)  # the class met first stands for both
                 if (shapes[a], dtypes[a]) != (shapes[b], dtypes[b]):
                     raise EqiforgeError(f"two e-classes hold the e-node {name}{attrs} but differ in shape or dtype: "
                                         f"{shapes[a]} {dtypes[a]} vs {shapes[b]} {dtypes[b]} (a bug in the "
