@@ -27,10 +27,6 @@ from .dag import Costs, child_classes, usable_nodes
 
 #: the solver's time when the deadline has passed already: it then stops at once, with or without a solution
 _NO_TIME = 1e-6
-#: HiGHS's options besides the time. Presolve off: on eight transformer blocks' joint e-graphs (BERT, GPT-2,
-#: a Llama layer, T5, ViT; BERT, ViT and Llama unguided too) the solves took 5.9 s in all and 2.0 s at worst
-#: without it, 11.0 s and 4.7 s with it (its restarts spend the time; the model is small already)
-_SOLVER_OPTIONS = {"disp": False, "presolve": False}
 
 
 def ilp_choice(snap: Snapshot, node_cost: Costs, roots: Sequence[int], solvable: list[bool],
@@ -47,7 +43,7 @@ def ilp_choice(snap: Snapshot, node_cost: Costs, roots: Sequence[int], solvable:
     left = max(deadline - time.perf_counter(), _NO_TIME)
     try:
         result = milp(model.objective, integrality=model.integrality, bounds=model.bounds,
-                      constraints=model.constraints, options={"time_limit": left, **_SOLVER_OPTIONS})
+                      constraints=model.constraints, options={"time_limit": left, "disp": False})
     except Exception as err:  # noqa: BLE001 - any solver failure means: use the greedy result
         return None, f"scipy.optimize.milp failed: {err}"
     said = result.message.partition(" (")[0].rstrip(".")  # HiGHS's words, without its status dump
