@@ -181,9 +181,8 @@ def _equal_classes(rows: list[tuple], shapes: dict, dtypes: dict):
         merged, holder = False, {}
         for name, attrs, children, output in rows:
             key = (name, attrs, tuple(find(c) for c in children))
-            first = holder.setdefault(key, find(output))
-            if find(first) != find(output):
-                a, b = find(first), find(output)  # the class met first stands for both
+            a, b = find(holder.setdefault(key, output)), find(output)  # the class met first stands for both
+            if a != b:
                 if (shapes[a], dtypes[a]) != (shapes[b], dtypes[b]):
                     raise EqiforgeError(f"two e-classes hold the e-node {name}{attrs} but differ in shape or dtype: "
                                         f"{shapes[a]} {dtypes[a]} vs {shapes[b]} {dtypes[b]} (a bug in the "
