@@ -6,7 +6,8 @@ for the GPU lent to this project), and ``OptimizedModule.export`` writes the sta
 
 - params.pt is rewritten without the parameters that equal a weight of the program, or weights concatenated
   (a merged projection): run.py rebuilds the program from its seed and makes them from there
-  (``params_from_module`` in program.json). Only the other folded constants stay, so the folder that travels to the GPU machine stays small (checked: SIZE_LIMIT_MB);
+  (``params_from_module`` in program.json). Only the other folded constants stay, so the folder that
+  travels to the GPU machine stays small (checked: SIZE_LIMIT_MB);
 - check.pt: fingerprints of the weights and inputs, the reference outputs (eager PyTorch in float32 on this
   CPU; for fp16 programs from the fp16-rounded weights and inputs), REFERENCE_POINTS sampled elements per
   output, and the tolerance: fp32 1e-4; fp16 1e-2 (eager fp16 itself is 0.3-2e-3 off at these sizes).
@@ -174,7 +175,7 @@ def _next_part(t: torch.Tensor, dim: int, start: int, state: dict[str, torch.Ten
     return None
 
 
-def keep_folded_only(path: Path, module: torch.nn.Module) -> dict[str, str]:
+def keep_folded_only(path: Path, module: torch.nn.Module) -> dict:
     """Rewrite an exported params.pt without the parameters made of weights of ``module`` (run.py makes
     those from the rebuilt program); returns which they are and how (``params_from_module``)."""
     params = torch.load(path, weights_only=True)
