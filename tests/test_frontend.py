@@ -417,16 +417,18 @@ def test_data_dependent_control_flow_is_a_clear_error():
 
 
 def test_a_program_no_path_captures_is_an_error_naming_the_stage_and_every_path():
-    """Both capture paths are tried; the error names the stage, each path with the step it failed at and the
+    """Every capture path is tried; the error names the stage, each path with the step it failed at and the
     cause, and gives the control-flow hint only for data-dependent failures."""
     with pytest.raises(EqiforgeError) as info:
         capture(lambda x, y: x @ y, (torch.randn(2, 3), torch.randn(4, 5)))
     lines = str(info.value).splitlines()
     assert lines[0] == "EqiForge could not capture <lambda> (stage: capture); every capture path failed:"
     cause = "RuntimeError: a and b must have same reduction dim, but got [2, 3] X [4, 5]."
-    assert lines[1:] == [f"  - torch.export could not trace the program: {cause}",
-                         f"  - AOTAutograd (aot_export_module) could not trace the program: {cause}",
-                         "Hint: check that the program runs eagerly with the example inputs"]
+    assert lines[1:3] == [f"  - torch.export could not trace the program: {cause}",
+                          f"  - AOTAutograd (aot_export_module) could not trace the program: {cause}"]
+    assert lines[3].startswith("  - Dynamo (torch._dynamo graph capture) could not capture the program as one "
+                               "graph (fullgraph=True): NotOneGraph: ") and cause.split(": ")[1] in lines[3]
+    assert lines[4:] == ["Hint: check that the program runs eagerly with the example inputs"]
 
 
 def test_a_program_torch_export_cannot_trace_is_captured_by_aot_autograd(monkeypatch):

@@ -5,15 +5,18 @@ A call's arguments are a pytree (calls.py): tensor leaves are the program's inpu
 and its outputs flattened the same way: the plan returns tensors, and :meth:`Captured.unflatten` rebuilds
 the user's output structure (a ``ModelOutput`` holding a ``DynamicCache``, say) around them.
 
-Two capture paths, tried in order (a failure of the first falls back to the second; an error names every
-path tried and the stage each failed at):
+Three capture paths, tried in order (a failure of one falls back to the next; an error names every path
+tried and the stage each failed at):
 
 1. ``torch.export`` (non-strict), then ``run_decompositions`` to core ATen;
 2. AOTAutograd's ``aot_export_module`` (make_fx with the same decomposition table, functionalized): it
    decomposes while tracing, so views see the strides of the decomposed ops (GPT-2's SDPA attention at
-   batch 2 fails in ``run_decompositions`` with a view of a tensor whose strides changed, and captures here).
+   batch 2 fails in ``run_decompositions`` with a view of a tensor whose strides changed, and captures here);
+3. Dynamo's graph capture (torch.compile's, one graph: ``fullgraph=True``), then AOTAutograd as above on
+   Dynamo's graph (dynamo_capture.py): code that checks for Dynamo skips what stops the others (GPT-2 with
+   ``use_cache=False``: a data-dependent mask check in transformers).
 
-Both keep whole the few composites the IR has as single ops (``aten.KEEP_WHOLE``); :func:`fx_to_ir`
+All keep whole the few composites the IR has as single ops (``aten.KEEP_WHOLE``); :func:`fx_to_ir`
 converts the graph. Shapes are specialised to the example inputs.
 
 Parameters, buffers and lifted tensor constants become ``Param`` leaves when ``fold_params`` is true:
@@ -45,6 +48,7 @@ from . import aten
 from .as_written import WrittenCall, written_calls
 from .calls import CallSpec, flat_call
 from .constants import fold_constant_externs
+from .dynamo_capture import one_graph
 from .fx_to_ir import fx_to_ir
 from .masks import mark_causal_masks
 
@@ -197,7 +201,7 @@ class _Traced:
 def _trace(flat: _Flat, inputs: tuple, name: str) -> _Traced:
     """The first capture path that succeeds; an EqiforgeError naming each path, its stage and cause if none."""
     failures: list[_StageFailed] = []
-    for path in (_by_export, _by_aot):
+    for path in (_by_export, _by_aot, _by_dynamo):
         try:
             traced = path(flat, inputs, failures)
         except _StageFailed as failed:
@@ -294,3 +298,14 @@ def _by_aot(flat: _Flat, inputs: tuple, failures) -> _Traced:
     mutated = list(signature.buffers_to_mutate.values()) + list(signature.user_inputs_to_mutate.values())
     written = next((f.written for f in failures if f.written), [])  # the program as written, if export traced it
     return _Traced(gm, state, names, list(signature.user_inputs), mutated, written, path)
+
+def _by_dynamo(flat: _Flat, inputs: tuple, failures) -> _Traced:
+    path = "Dynamo (torch._dynamo graph capture)"
+    graph = _run_stage(path, "capture the program as one graph (fullgraph=True)", lambda: one_graph(flat, inputs))
+    try:  # Dynamo's graph reads the program's state as its own attributes, so it lowers as _Flat does
+        traced = _by_aot(graph, inputs, failures)
+    except _StageFailed as failed:
+        raise _StageFailed(path, "lower its graph to core ATen (aot_export_module)", failed.error,
+                           failed.written) from failed.error
+    traced.path = path
+    return traced
