@@ -10,7 +10,7 @@ from typing import Any, Callable
 
 import torch
 
-from . import fused, ops
+from . import dims, fused, ops
 
 
 @dataclass(frozen=True)
@@ -64,6 +64,9 @@ class Graph:
     # what only values show, for the e-graph: node id -> names of relations of rules/schema.egg that hold for
     # it (a constant causal mask: frontend/masks.py); the encoder states them. A rebuilt graph starts without.
     facts: dict[int, tuple[str, ...]] = field(default_factory=dict)
+    # a program with symbolic dims, converted at size hints: what recognises the sizes that change from call
+    # to call (eqiforge/dims.py); a constant of such a size is never folded: its value is the call's
+    symbolic: dims.Lifter | None = None
     _index: dict[Node, int] = field(default_factory=dict, repr=False)
 
     # ------------------------------------------------------------------------------------------ building
@@ -95,6 +98,19 @@ class Graph:
     @property
     def input_names(self) -> list[str]:
         return [n.attrs[0] for n in self.nodes if n.op == "Input"]
+
+    def varies(self, n: Node) -> bool:
+        """Whether a node's shape, or a leaf's value, holds a symbolic size (one that changes from call to
+        call): a tensor of the sequence's length, a Fill of the cache's length, an ``arange`` up to it."""
+        if self.symbolic is None:
+            return False
+        lift = self.symbolic.lift
+        if dims.is_symbolic(lift(tuple(n.shape))) or (n.op == "Fill" and dims.is_symbolic(lift(n.attrs[:2]))):
+            return True
+        if n.op == "Extern":
+            call = self.externs[n.attrs[0]]
+            return dims.is_symbolic(lift((call.args, call.kwargs)))
+        return False
 
     def live_nodes(self) -> list[int]:
         """Ids reachable from the outputs, in topological order."""
@@ -186,7 +202,11 @@ def call_extern(ext: ExternCall, operands: list[torch.Tensor]) -> tuple:
         if isinstance(a, (list, tuple)):
             return type(a)(sub(x) for x in a)
         return a
-    out = ext.fn(*sub(ext.args), **{k: sub(v) for k, v in ext.kwargs.items()})
+    return outputs_of(ext.fn(*sub(ext.args), **{k: sub(v) for k, v in ext.kwargs.items()}))
+
+
+def outputs_of(out) -> tuple:
+    """A call's result as the tuple of its outputs."""
     return tuple(out) if isinstance(out, (tuple, list)) else (out,)
 
 

@@ -7,8 +7,8 @@
   an ``Extern`` that runs in PyTorch.
 - ``masks``: constant causal attention masks, recognised by their value and stated as facts of the graph.
 """
-from .capture import Captured, capture, decomposition_table
+from .capture import Captured, capture, capture_symbolic, decomposition_table
 from .fx_to_ir import fx_to_ir
 from .masks import mark_causal_masks
 
-__all__ = ["Captured", "capture", "decomposition_table", "fx_to_ir", "mark_causal_masks"]
+__all__ = ["Captured", "capture", "capture_symbolic", "decomposition_table", "fx_to_ir", "mark_causal_masks"]

@@ -42,6 +42,7 @@ from torch.export.graph_signature import InputKind
 from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
 from torch.utils import _pytree as pytree
 
+from ..dims import choose_hints
 from ..errors import EqiforgeError
 from ..ir import Graph
 from . import aten
@@ -51,6 +52,7 @@ from .constants import fold_constant_externs
 from .dynamo_capture import one_graph
 from .fx_to_ir import fx_to_ir
 from .masks import mark_causal_masks
+from .symbolic import SizeEnv, SymbolicProgram, symbolic_sizes
 
 STATE_PREFIX = {InputKind.PARAMETER: "p", InputKind.BUFFER: "b", InputKind.CONSTANT_TENSOR: "c"}
 DATA_DEPENDENT = (GuardOnDataDependentSymNode, DataDependentOutputException, DynamicOutputShapeException)
@@ -72,6 +74,7 @@ class Captured:
     call: CallSpec | None = None  # how the example call flattens (its tree and constants)
     inputs: tuple = ()  # the example call's tensor leaves (copies where they aliased), in leaf order
     fallback: str = ""  # why torch.export did not capture the program and which path did ("": it did)
+    symbolic: SymbolicProgram | None = None  # traced with symbolic dims: ``graph`` is at its hints
 
     def feeds(self, *inputs: torch.Tensor) -> dict[str, torch.Tensor]:
         """IR inputs by name for a call with these tensor leaves (the weights included when not folded)."""
@@ -98,21 +101,88 @@ def capture(fn_or_module, example_inputs, example_kwargs=None, *, fold_params: b
                             "a module in training mode (BatchNorm statistics, ...) call .eval() first, or return "
                             "new tensors instead of mutating inputs")
     names = traced.rename(input_names)
+    graph, param_inputs = _to_ir(traced, fold_params, name)
+    source = fn_or_module if isinstance(fn_or_module, torch.nn.Module) else None
+    return Captured(graph, names, flat.out_spec, source, param_inputs, traced.written, call, inputs, traced.fallback)
+
+
+def capture_symbolic(fn_or_module, example_inputs, example_kwargs, dynamic: dict[int, tuple[int, ...]], *,
+                     fold_params: bool = True, declared: bool = False) -> Captured | None:
+    """Trace like :func:`capture`, with the dims ``dynamic[k]`` of tensor leaf ``k`` symbolic (torch.export's
+    dynamic shapes; the other capture paths specialise). The graph is converted at distinctive hints
+    (frontend/symbolic.py) and ``Captured.symbolic`` converts it at any other values. None when the
+    program specialised every such dim (a size it branches on); with ``declared`` (the user named the
+    dims) that is an error naming the dim and the line."""
+    module = _as_module(fn_or_module)
+    name = _name(fn_or_module)
+    call, inputs, input_names = flat_call(module, example_inputs, example_kwargs)
+    flat = _Flat(module, call)
+    dynamic = _dims_by_leaf(dynamic, inputs, input_names)
+    kind = torch.export.Dim.DYNAMIC if declared else torch.export.Dim.AUTO
+    shapes = tuple({d: kind for d in dynamic.get(k, ())} or None for k in range(len(inputs)))
+    try:
+        traced = _by_export(flat, inputs, [], dynamic_shapes=(shapes,))
+    except _StageFailed as failed:
+        if declared and "Constraints violated" in str(failed.error):
+            raise EqiforgeError(f"capturing {name}: a dim declared dynamic is specialised by the program (it "
+                                f"branches on its value or fixes it): {failed.error}") from failed.error
+        raise EqiforgeError(f"capturing {name} with symbolic dims: {failed.describe()}") from failed.error
+    if traced.mutated:
+        raise EqiforgeError(f"the program updates {traced.mutated} in place; EqiForge optimizes pure programs")
+    names = traced.rename(input_names)
+    sizes = symbolic_sizes(traced.gm)
+    if sizes is None:
+        if declared:
+            raise EqiforgeError(f"capturing {name}: the dims declared dynamic {dynamic} are all specialised by "
+                                "the program (it fixes their values)")
+        return None
+    hints = choose_hints(sizes.symbols, sizes.expressions, sizes.static, sizes.observed)
+
+    def convert(env: SizeEnv, lifter):
+        return _to_ir(traced, fold_params, name, env, lifter)[0]
+    program = SymbolicProgram(sizes, hints, convert)
+    graph, param_inputs = _to_ir(traced, fold_params, name, SizeEnv(hints), program.lifter)
+    source = fn_or_module if isinstance(fn_or_module, torch.nn.Module) else None
+    written = [SizeEnv(hints).written(w) for w in traced.written]
+    return Captured(graph, names, flat.out_spec, source, param_inputs, written, call, inputs, traced.fallback,
+                    symbolic=program)
+
+
+def _dims_by_leaf(dynamic, inputs: tuple, names: list[str]) -> dict[int, tuple[int, ...]]:
+    """``dynamic`` (True: every dim of every tensor input over 1; or a dict from a tensor input's index or
+    name to its dims) as leaf index -> dims; an unknown name or dim is an error naming what there is."""
+    if dynamic is True:
+        return {k: tuple(d for d, n in enumerate(t.shape) if n > 1) for k, t in enumerate(inputs)}
+    out = {}
+    for key, wanted in dynamic.items():
+        k = names.index(key) if key in names else key
+        if not isinstance(k, int) or not 0 <= k < len(inputs):
+            raise EqiforgeError(f"dynamic names {key!r}, which is not a tensor input; the inputs are {names}")
+        wanted = (wanted,) if isinstance(wanted, int) else tuple(wanted)
+        rank = inputs[k].dim()
+        if any(not -rank <= d < rank for d in wanted):
+            raise EqiforgeError(f"dynamic dims {wanted} of input {names[k]!r}: it has {rank} dims")
+        out[k] = tuple(sorted(d % rank for d in wanted))
+    return out
+
+
+def _to_ir(traced: _Traced, fold_params: bool, name: str, sizes: SizeEnv | None = None, lifter=None):
+    """(IR graph, parameter inputs) of a traced program, with its constants folded and masks marked;
+    ``sizes``/``lifter``: a symbolic graph's values and what recognises its varying sizes."""
     try:
         if fold_params:
-            graph = fx_to_ir(traced.gm, params={k: v.detach() for k, v in traced.state.items()})  # shared memory
+            graph = fx_to_ir(traced.gm, params={k: v.detach() for k, v in traced.state.items()}, sizes=sizes)
             param_inputs = {}
         else:
-            graph = fx_to_ir(traced.gm)
+            graph = fx_to_ir(traced.gm, sizes=sizes)
             param_inputs = {k: v.detach() for k, v in traced.state.items()}
     except EqiforgeError:
         raise
     except Exception as err:  # a converter bug, not the user's: say where it happened
         raise EqiforgeError(f"capturing {name}: converting the graph {traced.path} traced to the IR failed: "
                             f"{type(err).__name__}: {err}") from err
-    graph = mark_causal_masks(fold_constant_externs(graph))
-    source = fn_or_module if isinstance(fn_or_module, torch.nn.Module) else None
-    return Captured(graph, names, flat.out_spec, source, param_inputs, traced.written, call, inputs, traced.fallback)
+    graph.symbolic = lifter
+    return mark_causal_masks(fold_constant_externs(graph)), param_inputs
 
 
 def _as_module(fn_or_module) -> torch.nn.Module:
@@ -175,7 +245,7 @@ class _Flat(torch.nn.Module):
 
 @dataclass
 class _Traced:
-    """A core-ATen graph of the flat program, from either capture path."""
+    """A core-ATen graph of the flat program, from any capture path."""
 
     gm: fx.GraphModule
     state: dict[str, torch.Tensor]  # placeholder -> parameter, buffer or lifted constant
@@ -187,7 +257,7 @@ class _Traced:
     fallback: str = ""  # why earlier paths failed and which one captured the program ("": the first did)
 
     def rename(self, input_names: list[str]) -> list[str]:
-        """Name the placeholders after what they hold (the same names on both paths); the IR input names."""
+        """Name the placeholders after what they hold (the same names on every path); the IR input names."""
         nodes = {n.name: n for n in self.gm.graph.nodes if n.op == "placeholder"}
         for old, new in self.state_names.items():
             nodes[old]._rename(new)
@@ -265,9 +335,10 @@ def _state_name(kind: InputKind, fqn: str) -> str:
     return f"{STATE_PREFIX[kind]}_{re.sub(r'[^0-9a-zA-Z_]', '_', fqn.removeprefix('program.'))}"
 
 
-def _by_export(flat: _Flat, inputs: tuple, _failures) -> _Traced:
+def _by_export(flat: _Flat, inputs: tuple, _failures, dynamic_shapes=None) -> _Traced:
     path = "torch.export"
-    exported = _run_stage(path, "trace the program", lambda: torch.export.export(flat, inputs, strict=False))
+    exported = _run_stage(path, "trace the program", lambda: torch.export.export(
+        flat, inputs, dynamic_shapes=dynamic_shapes, strict=False))
     written = written_calls(exported.graph_module)
     program = _run_stage(path, "decompose it to core ATen (run_decompositions)",
                          lambda: exported.run_decompositions(decomposition_table()), written)
@@ -298,6 +369,7 @@ def _by_aot(flat: _Flat, inputs: tuple, failures) -> _Traced:
     mutated = list(signature.buffers_to_mutate.values()) + list(signature.user_inputs_to_mutate.values())
     written = next((f.written for f in failures if f.written), [])  # the program as written, if export traced it
     return _Traced(gm, state, names, list(signature.user_inputs), mutated, written, path)
+
 
 def _by_dynamo(flat: _Flat, inputs: tuple, failures) -> _Traced:
     path = "Dynamo (torch._dynamo graph capture)"

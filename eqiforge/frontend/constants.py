@@ -23,7 +23,7 @@ def fold_constant_externs(graph: Graph) -> Graph:
     ops over them) are constant tensors (Param leaves named ``const_<extern>_<output>``). Only what those
     externs read is evaluated: constant ops that no extern reads stay IR nodes (the plan folds them, or
     a causal kernel leaves them unused) and cost no memory here."""
-    out = Graph(externs=dict(graph.externs))
+    out = Graph(externs=dict(graph.externs), symbolic=graph.symbolic)
     remap: dict[int, int] = {}
     constant: set[int] = set()
     values: dict[int, torch.Tensor] = {}  # old node id -> value, evaluated on demand
@@ -45,8 +45,9 @@ def fold_constant_externs(graph: Graph) -> Graph:
     inputs = {i for i, n in enumerate(graph.nodes) if n.op == "Input"}  # unused ones too: the caller passes them
     for i in sorted(set(graph.live_nodes()) | inputs):
         n = graph.nodes[i]
-        if n.op == "Fill" or (n.op not in ("Input", "Param") and all(j in constant for j in n.inputs)
-                              and (n.op != "Extern" or graph.externs[n.attrs[0]].deterministic)):
+        if not graph.varies(n) and (  # a symbolic size's value is the call's
+                n.op == "Fill" or (n.op not in ("Input", "Param") and all(j in constant for j in n.inputs)
+                                   and (n.op != "Extern" or graph.externs[n.attrs[0]].deterministic))):
             constant.add(i)
         if i in constant and n.op == "Extern":
             remap[i] = out.param(f"const_{n.attrs[0]}_{n.attrs[1]}", value(i))
@@ -81,7 +82,7 @@ def _scalar_constants_as_fills(graph: Graph) -> Graph:
                 reads_param.add(i)
     if not reads_param:
         return graph
-    out = Graph(externs=dict(graph.externs))
+    out = Graph(externs=dict(graph.externs), symbolic=graph.symbolic)
     remap: dict[int, int] = {}
     for i, n in enumerate(graph.nodes):
         if i in reads_param and n.op != "Param":

@@ -6,8 +6,10 @@ go through ``aten.TABLE``; an op missing from it, or one a builder declines, bec
 replays the original call in PyTorch, so an unknown op never stops optimization. Outputs are flattened.
 
 Shapes and dtypes come from each node's ``meta['val']`` (what torch.export, aot_autograd and make_fx
-record); a graph without them is shape-propagated with fake tensors first. Shapes must be static: the IR has
-no symbolic dims, so dynamic or data-dependent shapes are a clear error rather than a silent guess.
+record); a graph without them is shape-propagated with fake tensors first. The IR's shapes are concrete: a
+graph with symbolic sizes is converted at values of its symbols (``sizes``, frontend/symbolic.py), each
+size the graph computes read at them; without ``sizes``, symbolic or data-dependent shapes are a clear
+error rather than a silent guess.
 """
 from __future__ import annotations
 
@@ -25,6 +27,7 @@ from ..errors import EqiforgeError
 from ..ir import ExternCall, Graph, TensorArg
 from . import aten
 from .aten import Meta, Ref
+from .symbolic import SYMBOLIC, SizeEnv
 
 STATIC_SHAPES_HINT = (
     "EqiForge needs static shapes; keep data-dependent ops (nonzero, boolean-mask indexing, unique, .item(), "
@@ -33,16 +36,17 @@ STATIC_SHAPES_HINT = (
 
 def fx_to_ir(gm: fx.GraphModule, input_names: Sequence[str] | None = None,
              params: Mapping[str, torch.Tensor] | None = None, *,
-             example_inputs: Sequence[torch.Tensor] | None = None) -> Graph:
+             example_inputs: Sequence[torch.Tensor] | None = None, sizes: SizeEnv | None = None) -> Graph:
     """Convert ``gm`` (core-ATen ops, ``meta['val']`` on its nodes) to an IR graph.
 
     ``params`` maps placeholder names to constant tensors (weights, buffers); the remaining placeholders
     become graph inputs, named ``input_names`` in placeholder order (default: the placeholder names).
     ``example_inputs`` (values of those remaining placeholders, in order) are needed only when the nodes
-    lack ``meta['val']``.
+    lack ``meta['val']``. ``sizes`` gives the values of the graph's symbols, if it has any.
     """
     params = dict(params or {})
-    free = [n.name for n in gm.graph.nodes if n.op == "placeholder" and n.name not in params]
+    free = [n.name for n in gm.graph.nodes if n.op == "placeholder" and n.name not in params
+            and not (sizes is not None and isinstance(n.meta.get("val"), SYMBOLIC))]  # a size input: read at sizes
     names = _check_names(list(input_names) if input_names is not None else free, free, set(params))
     if not _has_meta(gm):
         if example_inputs is None:
@@ -50,7 +54,7 @@ def fx_to_ir(gm: fx.GraphModule, input_names: Sequence[str] | None = None,
                                 "shapes can be propagated, or capture the program with eqiforge.frontend.capture")
         _propagate_meta(gm, params, example_inputs)
     with unset_fake_temporarily():  # a torch.compile backend calls us under its fake mode; we want real tensors
-        return _Converter(gm, params, dict(zip(free, names))).run()
+        return _Converter(gm, params, dict(zip(free, names)), sizes).run()
 
 
 def _check_names(names: list[str], free: list[str], param_names: set[str]) -> list[str]:
@@ -93,18 +97,20 @@ def bind(target: torch._ops.OpOverload, args: tuple, kwargs: dict) -> dict[str, 
     return bound
 
 
-def _meta(node: fx.Node, val) -> Any:
-    """``Meta`` for a tensor value, a tuple of them for a sequence, None for anything else."""
+def _meta(node: fx.Node, val, sizes: SizeEnv | None = None) -> Any:
+    """``Meta`` for a tensor value (its sizes read at ``sizes``), a tuple of them for a sequence, None for
+    anything else."""
     if isinstance(val, torch.Tensor):
-        if not all(isinstance(d, int) for d in val.shape):
+        shape = tuple(val.shape) if sizes is None else tuple(sizes.concrete(d) for d in val.shape)
+        if not all(isinstance(d, int) for d in shape):
             raise EqiforgeError(f"data-dependent or dynamic shape {tuple(val.shape)} at node {node.name!r} "
                                 f"({node.target}). {STATIC_SHAPES_HINT}.")
         if val.dtype not in ops.DTYPE_NAMES:
             raise EqiforgeError(f"node {node.name!r} ({node.target}) has dtype {val.dtype}, which the IR does not "
                                 f"support (supported: {sorted(ops.DTYPES)})")
-        return Meta(tuple(val.shape), ops.DTYPE_NAMES[val.dtype])
+        return Meta(shape, ops.DTYPE_NAMES[val.dtype])
     if isinstance(val, (list, tuple)):
-        return tuple(_meta(node, v) for v in val)
+        return tuple(_meta(node, v, sizes) for v in val)
     return None
 
 
@@ -124,8 +130,9 @@ def _read(node: fx.Node, out) -> list:
 class _Converter:
     """Holds the FX-node -> IR-value environment while walking one graph."""
 
-    def __init__(self, gm: fx.GraphModule, params: dict[str, torch.Tensor], input_names: dict[str, str]):
-        self.gm = gm
+    def __init__(self, gm: fx.GraphModule, params: dict[str, torch.Tensor], input_names: dict[str, str],
+                 sizes: SizeEnv | None = None):
+        self.gm, self.sizes = gm, sizes
         self.params = params
         self.input_names = input_names  # placeholder name -> IR input name
         self.graph = Graph()
@@ -143,7 +150,9 @@ class _Converter:
 
     # ------------------------------------------------------------------------------------------- leaves
     def _placeholder(self, node: fx.Node) -> Ref:
-        meta = _meta(node, node.meta["val"])
+        if self.sizes is not None and isinstance(node.meta.get("val"), SYMBOLIC):
+            return self.sizes.concrete(node.meta["val"])  # a size Dynamo passes: its value at the hints
+        meta = _meta(node, node.meta["val"], self.sizes)
         if not isinstance(meta, Meta):
             raise EqiforgeError(f"input {node.name!r} is not a tensor ({node.meta['val']!r}). {STATIC_SHAPES_HINT}.")
         if node.name in self.params:
@@ -173,7 +182,10 @@ class _Converter:
     def _call_function(self, node: fx.Node) -> Any:
         if node.target is operator.getitem and isinstance(self.env.get(node.args[0]), tuple):
             return self.env[node.args[0]][node.args[1]]
-        out = _meta(node, node.meta.get("val"))
+        val = node.meta.get("val")
+        if self.sizes is not None and isinstance(val, SYMBOLIC):
+            return self.sizes.concrete(val)  # a size computation (sym_size, s0 + 1): its value at the hints
+        out = _meta(node, val, self.sizes)
         if out is None:
             if node.users:
                 raise EqiforgeError(f"node {node.name!r} ({node.target}) produces a non-tensor value "
@@ -181,7 +193,7 @@ class _Converter:
             return None  # a runtime assertion or similar check: nothing to compute
         builder = aten.lookup(node.target)
         if builder is not None:
-            args = bind(node.target, *fx.node.map_arg((node.args, node.kwargs), lambda a: self._tensor(node, a)))
+            args = bind(node.target, *fx.node.map_arg((node.args, node.kwargs), lambda a: self._operand(node, a)))
             refs = [v for v in pytree.tree_leaves(args) if isinstance(v, Ref)]
             if all(0 not in m.shape for m in _metas(_read(node, out)) + refs):  # the IR has no empty tensors
                 try:
@@ -191,6 +203,11 @@ class _Converter:
                 except aten.Unsupported:
                     pass
         return self._extern(node, out)
+
+    def _operand(self, node: fx.Node, arg: fx.Node):
+        """A tensor operand's Ref, or the value of a size the graph computed."""
+        value = self.env[arg]
+        return value if self.sizes is not None and isinstance(value, (int, float, bool)) else self._tensor(node, arg)
 
     def _tensor(self, node: fx.Node, arg: fx.Node) -> Ref:
         value = self.env[arg]
@@ -205,6 +222,8 @@ class _Converter:
         def substitute(arg: fx.Node):
             if arg.op == "get_attr" and not isinstance(self.env[arg], Ref):
                 return self.env[arg]  # a non-tensor object (e.g. a torch.cond branch), passed as is
+            if self.sizes is not None and isinstance(self.env[arg], (int, float, bool)):
+                return self.env[arg]  # a size, at the hints
             value = self._tensor(node, arg)
             if value not in operands:
                 operands.append(value)

@@ -67,7 +67,7 @@ def configured_gemm(cost_model, kids, attrs: tuple, shape, dtype: str) -> tuple:
 
 def build_plan(snap, choice: dict[int, int], source: Graph, cost_model, fold_constants: bool) -> Plan:
     """Turn the chosen e-nodes into a Plan graph (topological, hash-consed), folding constants if asked."""
-    graph = Graph(externs=dict(source.externs))
+    graph = Graph(externs=dict(source.externs), symbolic=source.symbolic)
     built: dict[int, int] = {}  # e-class -> plan node id
     consts: dict[int, torch.Tensor] = {}  # plan node id -> value, for constant nodes
     folded = 0
@@ -86,7 +86,8 @@ def build_plan(snap, choice: dict[int, int], source: Graph, cost_model, fold_con
             built[c] = graph.add(op, kids, attrs, shape=shape, dtype=dtype)
         node = graph.nodes[built[c]]
         foldable = op != "Extern" or (fold_constants and graph.externs[attrs[0]].deterministic)
-        if op in ("Param", "Fill") or (op != "Input" and foldable and kids and all(k in consts for k in kids)):
+        if not source.varies(node) and (  # a symbolic size's value is the call's: never folded
+                op in ("Param", "Fill") or (op != "Input" and foldable and kids and all(k in consts for k in kids))):
             consts[built[c]] = run_node(graph, node, [consts[k] for k in kids], {})
             if fold_constants and kids and not ops.get(op).is_view():
                 name = f"folded{folded}"
@@ -103,7 +104,7 @@ def build_plan(snap, choice: dict[int, int], source: Graph, cost_model, fold_con
 
 def compact(graph: Graph) -> tuple[Graph, dict[int, int]]:
     """A copy holding only the live nodes (and the params and externs they use), and old id -> new id."""
-    out = Graph()
+    out = Graph(symbolic=graph.symbolic)
     remap: dict[int, int] = {}
     for i in graph.live_nodes():
         n = graph.nodes[i]
