@@ -14,6 +14,7 @@ import re
 import torch
 
 from .. import kernel_semantics, ops
+from ..dims import SymFloat
 from ..ir import ExternCall, TensorArg
 from . import kernels as K
 
@@ -106,7 +107,7 @@ def epi_source(e: tuple, acc: str, x: str, extras: list[str], up: str) -> str:
     if head == "in":
         return f"{extras[e[1]]}{up}"
     if head == "const":
-        return number_src(float(e[1]))
+        return number_src(e[1] if isinstance(e[1], SymFloat) else float(e[1]))
     if head in ("un", "bin"):
         return ops.EPI[e[1]].torch_src.format(*(epi_source(a, acc, x, extras, up) for a in e[2:]))
     return f"{epi_source(e[2], acc, x, extras, up)}.to({dtype_src(e[1])}){up}"

@@ -21,7 +21,8 @@ from dataclasses import dataclass, field
 import torch
 
 from .. import native, ops
-from ..ir import Graph, call_extern, stored_dtype_differs
+from ..dims import is_symbolic
+from ..ir import Graph, call_extern, outputs_of, stored_dtype_differs
 from .pytorch_source import dtype_src, ident, literal, number_src, torch_call
 from .writer import PlanWriter, drop_unused
 
@@ -50,7 +51,7 @@ def _scalar(graph: Graph, i: int):
     if n.dtype == "bool":
         return bool(value)
     if not torch.empty((), dtype=ops.DTYPES[n.dtype]).is_floating_point():
-        return int(value)
+        return getattr(value, "size", None) or int(value)  # a symbolic size stays one (dims.SymFloat)
     return value
 
 
@@ -87,7 +88,8 @@ class _TorchWriter(PlanWriter):
     def assign(self, i: int, rhs: str) -> None:
         """``t<i> = rhs``: at module level for a view of constants, else in the body."""
         n = self.graph.nodes[i]
-        if ops.get(n.op).is_view() and n.inputs and all(j in self.constant_nodes for j in n.inputs):
+        if ops.get(n.op).is_view() and n.inputs and all(j in self.constant_nodes for j in n.inputs) \
+                and not is_symbolic((n.shape, n.attrs)):  # module level knows no call's sizes
             self.names[i] = f"t{i}"
             self.constant_nodes.add(i)
             self.hoisted.append(f"t{i} = {rhs}")
@@ -121,8 +123,21 @@ class _TorchWriter(PlanWriter):
         return None  # a number where it is used, materialised only where a tensor is needed
 
     def extern_lines(self, var: str, key: str, args: list[str]) -> list[str]:
-        call = self.helper("extern", functools.partial(call_extern, self.graph.externs[key]))
+        ext = self.graph.externs[key]
+        if is_symbolic((ext.args, ext.kwargs)):  # its sizes are the call's: written out, read when it runs
+            parts = [self.value(a, args) for a in ext.args] + [f"{k}={self.value(v, args)}"
+                                                                for k, v in ext.kwargs.items()]
+            return [f"{var} = {self.helper('outputs_of', outputs_of)}({self.helper('extern_fn', ext.fn)}"
+                    f"({', '.join(parts)}))"]
+        call = self.helper("extern", functools.partial(call_extern, ext))
         return [f"{var} = {call}([{', '.join(args)}])"]
+
+    def value(self, value, args: list[str]) -> str:
+        """Source of an extern's argument: printed where it can be, else a global."""
+        if isinstance(value, (list, tuple)) and literal(value, args) is None:
+            inner = ", ".join(self.value(v, args) for v in value) + ("," if isinstance(value, tuple) else "")
+            return f"[{inner}]" if isinstance(value, list) else f"({inner})"
+        return literal(value, args) or self.helper("attr", value)
 
     def kernel(self, i: int, n) -> str:
         """A native PyTorch call where one computes the node (native.py), else its reference implementation."""
@@ -251,11 +266,13 @@ class _TorchWriter(PlanWriter):
 
 
 def to_torch_code(graph: Graph, input_names: list[str], bound: dict[str, torch.Tensor] | None = None,
-                  header: list[str] = ()) -> TorchCode:
+                  header: list[str] = (), prelude: list[str] = ()) -> TorchCode:
     """Lower ``graph`` to ``plan(<input_names>)``; inputs named in ``bound`` (live parameters, when
     constants are not folded) are read from those tensors instead of arguments. ``header``: comment lines
-    that open the source (``writer.provenance``)."""
+    that open the source (``writer.provenance``); ``prelude``: the body's first statements (a symbolic
+    plan's sizes read from its inputs, lower/symbolic.py)."""
     w = _TorchWriter(graph, input_names, bound or {})
+    w.lines.extend(prelude)
     w.write()
     needed: set[str] = set()
     body = w.function("plan", w.inputs, needed)
