@@ -16,7 +16,11 @@ from .egraph import saturate as sat
 from .errors import EqiforgeError
 from .extract import Extraction, extract, next_best
 from .extract.dag import Selection
+from .dims import instantiate
+from .frontend.symbolic import resized
+from .lower import symbolic
 from .lower.attention_notes import unfused_attention
+from .lower.pytorch_source import ident
 from .lower.plan import Plan, build_plan, price
 from .lower.torch_code import to_torch_code
 from .cost.as_written import written_seconds
@@ -62,6 +66,9 @@ class Options:
     progress: bool = False
     share_blocks: bool = True  # identical repeated blocks (a model's layers) are optimized once (blocks.py)
     shapes: str = "specialize"  # optimize(): a call at another input signature gets its own plan ("static": an error)
+    dynamic: object = None  # optimize(): dims symbolic from the first call (True: every dim over 1; or a dict
+    #                         from a tensor input's name or index to its dims); None: a dim becomes symbolic
+    #                         at its second distinct value (runtime/module.py)
     cache: bool = True  # saturations and exact extractions stored on disk are reused (egraph/cache.py,
     #                     extract/cache.py); False computes them again (what ablations time)
     measure: str = field(default_factory=lambda: os.environ.get("EQIFORGE_MEASURE", "auto"))  # choice.py:
@@ -98,32 +105,52 @@ def optimize(fn, example_inputs, example_kwargs=None, **options) -> OptimizedMod
     {"cache": cache}`` optimizes a decoding step). Outputs are rebuilt in the program's structure (a
     ModelOutput holding a new DynamicCache; a cache passed in is not updated in place: use the returned one).
 
-    Shapes: with ``shapes="specialize"`` (the default) a call at another signature (shapes, dtypes,
-    structure or constants) runs a plan built for it on first use, from ``fn`` with the same options, kept
+    Shapes: with ``shapes="specialize"`` (the default) a call whose tensors differ from a signature seen
+    before only in some sizes gets one plan for every value of those dims (``generalize``; ``dynamic``
+    names such dims up front); a call at another signature (dtypes, structure or constants, or sizes no
+    symbolic plan serves) runs a plan built for it on first use, from ``fn`` with the same options, kept
     in a ``runtime.plan_cache.PlanCache``, for up to its capacity of signatures; later ones, and one whose
     plan cannot be built, run ``fn`` itself, with a warning. ``opt.shape_log`` says what was built, why and
     how long it took. With ``shapes="static"`` such a call is an error.
     """
     opts = Options(**normalise_options(options))
-    optimized = _optimize_call(fn, example_inputs, example_kwargs, opts)
+    optimized = _optimize_call(fn, example_inputs, example_kwargs, opts, opts.dynamic, isinstance(opts.dynamic, dict))
     if opts.shapes == "specialize":
-        optimized.plan_calls(optimized.call, lambda args, kwargs: _optimize_call(fn, args, kwargs, opts), fn)
+        optimized.plan_calls(optimized.call, lambda args, kwargs, dynamic: _optimize_call(fn, args, kwargs, opts, dynamic),
+                             fn)
     return optimized
 
 
-def _optimize_call(fn, args, kwargs, opts: Options) -> OptimizedModule:
-    """One plan, for the signature of the call ``fn(*args, **kwargs)``."""
+def _optimize_call(fn, args, kwargs, opts: Options, dynamic=None, declared: bool = False) -> OptimizedModule:
+    """One plan, for the signature of the call ``fn(*args, **kwargs)``; with ``dynamic`` (tensor leaf ->
+    dims, or ``Options.dynamic``), one plan for every value of those dims (``generalize``), or an
+    EqiforgeError saying why not; ``declared``: the user named them (a dim the program fixes is an error)."""
     timer = StageTimer()
     kwargs = kwargs or {}
     chooses_generator = opts.backend == "auto"  # the plan is lowered to torch code; Inductor is measured after
     opts = replace(opts, backend="torch") if chooses_generator else opts
     with timer("capture"):
-        captured = frontend.capture(fn, args, kwargs, fold_params=opts.fold_constants)
+        captured = frontend.capture_symbolic(fn, args, kwargs, dynamic, fold_params=opts.fold_constants,
+                                             declared=declared) if dynamic else None
+        captured = captured or frontend.capture(fn, args, kwargs, fold_params=opts.fold_constants)
+    program = captured.symbolic
+    if program is not None and opts.backend != "torch":
+        raise EqiforgeError(f"a plan for every value of symbolic dims runs as torch code; backend={opts.backend!r} "
+                            "specialises each shape")
+    examples = list(captured.inputs) if program is None else examples_at(captured, program.hints)
     optimized = optimize_graph(captured.graph, captured.input_names, captured.out_spec, opts, timer,
-                               bound=captured.param_inputs, examples=list(captured.inputs), title=program_title(fn),
-                               written=captured.written, next_plans=opts.backend == "torch" and opts.measure != "never")
+                               bound=captured.param_inputs, examples=examples, title=program_title(fn),
+                               written=captured.written,
+                               next_plans=opts.backend == "torch" and opts.measure != "never" and program is None)
     optimized.report.capture_fallback = captured.fallback
     optimized.plan_calls(captured.call)
+    if program is not None:
+        with timer("generalize"):
+            generalize(optimized, captured, opts, program_title(fn))
+        why = no_better(optimized, opts)
+        if why:
+            optimized.run_original(fn, why)
+        return optimized
     no_inductor = _why_not_inductor(opts, captured, args, kwargs) if chooses_generator else "not asked"
     budget = opts.measure_seconds / (1 if no_inductor else 2)  # both stages share measure_seconds
     why = no_better(optimized, opts)
@@ -142,6 +169,45 @@ def _optimize_call(fn, args, kwargs, opts: Options) -> OptimizedModule:
         optimized.report.measured += f"; Inductor not tried: {no_inductor}"
     optimized.next_plans = None  # the e-graph's alternatives are not kept with the module
     return optimized
+
+
+def examples_at(captured, values: dict[str, int]) -> list[torch.Tensor]:
+    """The example call's tensors resized to the symbols' ``values`` (frontend/symbolic.py ``resized``)."""
+    shapes = lifted_inputs(captured)
+    return [resized(t, instantiate(shapes[n], values)) for n, t in zip(captured.input_names, captured.inputs)]
+
+
+def lifted_inputs(captured) -> dict[str, tuple]:
+    return symbolic.input_shapes(captured.graph, captured.symbolic.lifter)
+
+
+def generalize(optimized, captured, opts: Options, title: str) -> None:
+    """Make ``optimized`` (its plan extracted at the symbols' hints) serve every value of them: its plan
+    lifted (lower/symbolic.py), written as torch code reading the sizes from its inputs, and checked against
+    the program converted at other values of the symbols (the traced call's among them). NotSymbolic (an
+    EqiforgeError to the caller) when the plan does not hold there."""
+    program = captured.symbolic
+    lifter, shapes = program.lifter, lifted_inputs(captured)
+    names = captured.input_names
+    try:
+        lifted = symbolic.lift(optimized.plan.graph, lifter)
+        prelude = symbolic.size_prelude(shapes, [ident(n) for n in names if n not in captured.param_inputs])
+    except symbolic.NotSymbolic as err:
+        raise EqiforgeError(f"no plan for every size: {err}") from None
+    header = provenance(optimized.plan, title, optimized.report.rulesets) + [f"symbolic dims: {program.describe()}"]
+    runner = TorchPlan(to_torch_code(lifted, names, captured.param_inputs, header, prelude))
+    checked = []
+    for values in program.check_values():
+        graph = program.graph_at(values)
+        check = validate.PlanCheck(graph, names, examples_at(captured, values), captured.param_inputs,
+                                   opts.assume_finite)
+        verdict = check(runner)
+        if not verdict.ok:
+            raise EqiforgeError(f"no plan for every size: the plan lifted from {program.hints} fails at {values}: "
+                                f"{verdict.describe()}")
+        checked.append(", ".join(f"{s}={v}" for s, v in values.items()))
+    optimized.generalize(runner, runner.source, shapes, {s: r[0] for s, r in program.ranges.items()})
+    optimized.report.symbolic = f"{program.describe()}; the plan checked at {'; '.join(checked) or 'the hints only'}"
 
 
 def measurable(optimized, opts: Options, why: str | None) -> bool:

@@ -30,6 +30,7 @@ class Report:
     measured: str = ""  # what the measured choice timed and decided (choice.py; "": no measured choice)
     repeated_blocks: str = ""  # "N repeated blocks of M nodes optimized once", or why not (blocks.py)
     capture_fallback: str = ""  # why torch.export did not capture the program and which path did ("": it did)
+    symbolic: str = ""  # a plan for every value of its symbolic dims: the dims, their ranges, the checks
 
     # the saturation's headline numbers, at the top level for convenience
     @property
@@ -84,6 +85,8 @@ class Report:
             rows.append(("lowering", "; ".join(self.lowering_notes + self.attention_notes)))
         if self.validation:
             rows.append(("plan check", self.validation))
+        if self.symbolic:
+            rows.append(("symbolic dims", self.symbolic))
         if self.measured:
             rows.append(("measured", self.measured))
         if self.runs != "the plan":

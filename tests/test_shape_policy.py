@@ -1,6 +1,7 @@
 """optimize()'s module at changing shapes (runtime/module.py, runtime/plan_cache.py): a call at a new
-signature runs a plan built for it, kept in a bounded cache, said in ``shape_log``; the example's
-signature takes the generated fast path; ``shapes="static"`` keeps the strict errors."""
+signature runs a plan built for it, kept in a bounded cache, said in ``shape_log`` (a dim that changed
+size gets a plan for every value of it: tests/test_symbolic_shapes.py); the example's signature takes the
+generated fast path; ``shapes="static"`` keeps the strict errors."""
 import pytest
 import torch
 
@@ -19,16 +20,18 @@ def check_close(opt, *args, **kwargs):
         torch.testing.assert_close(opt(*args, **kwargs), program(*args, **kwargs), rtol=1e-5, atol=1e-5)
 
 
-def test_a_new_shape_gets_its_own_plan_once_and_the_example_keeps_the_fast_path(monkeypatch):
+def test_a_new_shape_gets_a_plan_for_every_size_once_and_the_example_keeps_the_fast_path(monkeypatch):
     x, w = torch.randn(4, 8), torch.randn(8, 6)
     opt = eqiforge.optimize(program, (x, w))
     check_close(opt, torch.randn(5, 8), w)
-    assert opt.shape_log == [opt.shape_log[0]] and opt.shape_log[0].startswith(
-        "built a plan for a call at another signature than the example's (input 'x' is float32[5, 8] but the plan "
-        "was optimized for float32[4, 8]) in ")
+    assert opt.shape_log == [opt.shape_log[0]] and opt.shape_log[0].startswith("built a plan for every value of [")
+    assert "(input 'x' is float32[5, 8] but the plan was optimized for float32[4, 8]) in " in opt.shape_log[0]
     check_close(opt, torch.randn(5, 8), w)  # the same signature again: the cached plan
+    check_close(opt, torch.randn(9, 8), w)  # another size of the same dim: the same plan
     check_close(opt, torch.randn(5, 8).double(), w.double())  # a dtype is part of the signature
     assert len(opt.shape_log) == 2 and opt.plans.builds == 2 and len(opt.plans) == 2
+    assert opt.shape_log[1].startswith("built a plan for a call")
+    assert opt.calls["plan"] + opt.calls["fallback"] == 4
     monkeypatch.setattr(runtime_module, "flatten_call", None)  # the example's signature never flattens
     check_close(opt, torch.randn(4, 8), w)
 
@@ -36,22 +39,22 @@ def test_a_new_shape_gets_its_own_plan_once_and_the_example_keeps_the_fast_path(
 def test_past_the_caches_capacity_new_signatures_run_the_original_program():
     calls = []
 
-    def double(x):
-        calls.append(tuple(x.shape))
-        return x * 2.0 + 1.0
-    opt = eqiforge.optimize(double, (torch.randn(1, 3),), original_if_no_better=False)
-    for rows in range(2, DEFAULT_CAPACITY + 2):
-        x = torch.randn(rows, 3)
-        torch.testing.assert_close(opt(x), x * 2.0 + 1.0)
+    def scaled(x, scale):
+        calls.append(scale)
+        return x * scale + 1.0
+    x = torch.randn(2, 3)
+    opt = eqiforge.optimize(scaled, (x, 0.0), original_if_no_better=False)
+    for k in range(1, DEFAULT_CAPACITY + 1):  # a constant is traced: each value another signature
+        torch.testing.assert_close(opt(x, float(k)), x * k + 1.0)
     assert opt.plans.builds == len(opt.plans) == DEFAULT_CAPACITY
     calls.clear()
     with pytest.warns(UserWarning, match=f"past the {DEFAULT_CAPACITY} signatures this module builds plans for"):
-        for rows in (20, 21, 20):
-            x = torch.randn(rows, 3)
-            torch.testing.assert_close(opt(x), x * 2.0 + 1.0)
-    assert calls == [(20, 3), (21, 3), (20, 3)]  # the original program ran
-    torch.testing.assert_close(opt(torch.ones(2, 3)), torch.full((2, 3), 3.0))  # a cached plan still runs
-    assert calls == [(20, 3), (21, 3), (20, 3)] and len(opt.shape_log) == DEFAULT_CAPACITY + 1
+        for k in (20.0, 21.0, 20.0):
+            torch.testing.assert_close(opt(x, k), x * k + 1.0)
+    assert calls == [20.0, 21.0, 20.0]  # the original program ran
+    torch.testing.assert_close(opt(x, 2.0), x * 2.0 + 1.0)  # a cached plan still runs
+    assert calls == [20.0, 21.0, 20.0] and len(opt.shape_log) == DEFAULT_CAPACITY + 1
+    assert opt.calls == {"plan": DEFAULT_CAPACITY + 1, "fallback": 3}
 
 
 def test_keywords_and_constants_are_part_of_the_signature():

@@ -1,8 +1,10 @@
 """The drop-in replacement a user gets back from ``eqiforge.optimize``.
 
 It takes the same arguments as the original program (flattened as at capture: ``frontend.calls.CallSpec``),
-checks them against the structure, shapes and dtypes the plan was optimized for, runs the lowered plan and
-rebuilds the original output structure. A call at another signature (shapes, dtypes, structure or constants)
+checks them against the structure, shapes and dtypes the plan was optimized for (a symbolic plan's sizes
+against their expressions), runs the lowered plan and rebuilds the original output structure. A call whose
+tensors differ from a signature seen before only in sizes gets a plan for every value of those dims
+(``generalize``), kept and tried before building; a call at another signature (dtypes, structure or constants)
 runs a plan built for it on first use and kept in a ``PlanCache``, for up to its capacity of signatures (later
 ones run the original program, as the torch.compile backend's later shapes run its fallback), or, with
 ``shapes="static"``, is a clear error (:meth:`OptimizedModule.plan_calls`). The example's own signature takes
@@ -22,6 +24,8 @@ import torch.utils._pytree as pytree
 from .. import ops
 from ..errors import EqiforgeError
 from ..frontend.calls import TENSOR, CallSpec, flatten_call
+from ..dims import SymInt, is_symbolic, variable
+from ..lower.symbolic import symbols_of
 from .plan_cache import DEFAULT_CAPACITY, PlanCache, signature
 from .torch_plan import TorchPlan, compile_function, standalone_source
 
@@ -48,13 +52,17 @@ class OptimizedModule(torch.nn.Module):
         self._signature = tuple((tuple(shape), ops.DTYPES[dtype]) for _, shape, dtype in input_specs)
         self._original = None
         self.next_plans = None  # api.NextPlans while a measured choice may time them
-        self._replan = None  # (args, kwargs) -> OptimizedModule for a new signature; None: shapes="static"
+        self._replan = None  # (args, kwargs, dynamic dims or None) -> OptimizedModule for a new signature; None:
+        #                      shapes="static"
         self._original_program = None  # what runs a new signature that gets no plan
         self.plans: PlanCache | None = None  # the plans of other signatures, built on first use
         self.shape_log: list[str] = []  # per new signature: the plan built (why, how long), or why none was
         self._unplanned: dict = {}  # signatures whose plan could not be built: why
         self._past_capacity = False  # a new signature came after the cache's capacity of plans was built
         self._pending = None  # the call whose plan the PlanCache is building
+        self.symbolic: dict[str, int] = {}  # a plan for every value of these symbols (their lower bounds)
+        self._symbolic_plans: list[OptimizedModule] = []  # built for other signatures, tried before building
+        self._counts = [0, 0]  # calls this module answered with a plan, with anything else
         self._entry = self._compile_entry(self._plan_result())
 
     def run_original(self, fn, why: str, what: str = "the original program") -> None:
@@ -85,6 +93,25 @@ class OptimizedModule(torch.nn.Module):
         if what:
             self.report.runs = what
 
+    def generalize(self, runner, source: str, shapes: dict[str, tuple], lower_bounds: dict[str, int]) -> None:
+        """Calls at every value of the symbolic dims in ``shapes`` (input name -> shape of SymInts, each symbol
+        at least its lower bound) run ``runner``, the plan lifted to them (api.generalize)."""
+        self.input_specs = [(name, tuple(shapes[name]), dtype) for name, _, dtype in self.input_specs]
+        self.symbolic = {s: max(2, lower_bounds.get(s, 2)) for s in symbols_of(shapes.values())}
+        self._signature = None
+        self._source = source
+        self.run_plan_as(runner)
+
+    @property
+    def calls(self) -> dict[str, int]:
+        """Calls so far that ran an EqiForge plan (``"plan"``) and that ran anything else (``"fallback"``: the
+        original program), this module's and those of the plans it built for other signatures."""
+        counts = {"plan": self._counts[0], "fallback": self._counts[1]}
+        for module in self.plans.values() if self.plans is not None else ():
+            for k, v in module.calls.items():
+                counts[k] += v
+        return counts
+
     def plan_calls(self, call: CallSpec, replan=None, original=None, capacity: int = DEFAULT_CAPACITY) -> None:
         """Calls flatten like ``call`` (the example's). With ``replan``, a call at another signature runs the
         module ``replan(args, kwargs)`` builds for it, kept in a PlanCache, for up to ``capacity`` signatures;
@@ -106,9 +133,19 @@ class OptimizedModule(torch.nn.Module):
     def _structured(self, args, kwargs):
         leaves, tree = flatten_call(args, kwargs)
         tensors = self.call.tensors(leaves, tree)
-        if tensors is None or signature(tensors) != self._signature:
+        if tensors is None or not self.accepts(tensors):
             return self._other(args, kwargs, leaves, tree)
-        return self._entry(*tensors) if self._original is None else self._original(*args, **kwargs)
+        if self._original is None:
+            return self._entry(*tensors)
+        self._counts[1] += 1
+        return self._original(*args, **kwargs)
+
+    def accepts(self, tensors: list) -> bool:
+        """Whether this module's plan is for calls with these tensor leaves (shapes and dtypes; symbolic
+        dims at any value they take)."""
+        if self._signature is not None:
+            return signature(tensors) == self._signature
+        return self._accepts(*tensors)
 
     def _other(self, args, kwargs=None, leaves=None, tree=None):
         """A call at another signature: the plan built for it on first use (up to the cache's capacity), else
@@ -121,29 +158,63 @@ class OptimizedModule(torch.nn.Module):
         key = (tree, signature(leaves))
         if key in self.plans:
             return self.plans.get(key)(*args, **kwargs)
+        for module in self._symbolic_plans:
+            tensors = module.call.tensors(leaves, tree)
+            if tensors is not None and module.accepts(tensors):
+                return module(*args, **kwargs)
         if key in self._unplanned or not self.plans.has_room(key):
             if key not in self._unplanned and not self._past_capacity:  # said once, for all later signatures
                 self._past_capacity = True
                 self._note(f"past the {self.plans.capacity} signatures this module builds plans for: calls at "
                            "other new signatures run the original program", warn=True)
+            self._counts[1] += 1
             return self._original_program(*args, **kwargs)
         why, start = self._difference(leaves, tree), time.perf_counter()
-        self._pending = (args, kwargs)
-        try:
-            module = self.plans.get(key)
-        except Exception as err:  # noqa: BLE001 - a call the original program takes must not fail for EqiForge
-            self._unplanned[key] = str(err)
-            self._note(f"no plan for a call at another signature than the example's ({why}): {err}; it runs the "
-                       "original program", warn=True)
+        dynamic = self._changed_dims(key)
+        module, not_symbolic = self._build_plan(key, args, kwargs, dynamic) if dynamic else (None, "")
+        if module is None:  # no plan for every size (or none asked): one for this signature
+            module, failed = self._build_plan(key, args, kwargs, None)
+        if module is None:
+            self._unplanned[key] = failed
+            self._note(f"no plan for a call at another signature than the example's ({why}): {failed}; it runs "
+                       "the original program", warn=True)
+            self._counts[1] += 1
             return self._original_program(*args, **kwargs)
-        finally:
-            self._pending = None
-        self._note(f"built a plan for a call at another signature than the example's ({why}) in "
-                   f"{time.perf_counter() - start:.1f} s; it runs {module.report.runs}")
+        if module.symbolic:
+            self._symbolic_plans.append(module)
+        what = f"a plan for every value of {sorted(module.symbolic)}" if module.symbolic else "a plan"
+        self._note(f"built {what} for a call at another signature than the example's ({why}) in "
+                   f"{time.perf_counter() - start:.1f} s; it runs {module.report.runs}"
+                   + (f" (none for every size of {dynamic}: {not_symbolic})" if not_symbolic else ""))
         return module(*args, **kwargs)
 
+    def _build_plan(self, key, args, kwargs, dynamic) -> tuple[OptimizedModule | None, str]:
+        """(the module built for ``key``, symbolic in ``dynamic``'s dims when given; or None, and why not)."""
+        self._pending = (args, kwargs, dynamic)
+        try:
+            return self.plans.get(key), ""
+        except Exception as err:  # noqa: BLE001 - a call the original program takes must not fail for EqiForge
+            return None, str(err)
+        finally:
+            self._pending = None
+
+    def _changed_dims(self, key) -> dict[int, tuple[int, ...]] | None:
+        """The dims of the tensor leaves that changed size between a signature seen before (the example's,
+        or one a plan was built for) and ``key``, when nothing else did: those become symbolic. None when no
+        such signature was seen."""
+        example = None
+        if self._signature is not None:
+            specs = iter(self._signature)
+            example = (self.call.tree, tuple(next(specs) if c is TENSOR else c for c in self.call.constants))
+        for tree, old in [k for k in (example, *self.plans.keys()) if k is not None]:
+            changed = _changed_dims(old, key[1]) if tree == key[0] else None
+            if changed:
+                return changed
+        return None
+
     def _build(self, _key) -> OptimizedModule:
-        return self._replan(*self._pending)
+        args, kwargs, dynamic = self._pending
+        return self._replan(args, kwargs, dynamic)
 
     def _note(self, note: str, warn: bool = False) -> None:
         self.shape_log.append(note)
@@ -160,21 +231,41 @@ class OptimizedModule(torch.nn.Module):
         return "runner.forward({args})"
 
     def _compile_entry(self, result: str):
-        """``entry(*inputs)``: checks every input's type, shape and dtype inline, then returns ``result``
-        (the plan's outputs, or the original program's), in one generated function (a per-input helper call
-        and loop cost ~10 us per call on a CPU with cold caches, measured by bench/run_cpu.py)."""
+        """``entry(*inputs)``: checks every input's type, shape and dtype inline, counts the call, then returns
+        ``result`` (the plan's outputs, or the original program's), in one generated function (a per-input
+        helper call and loop cost ~10 us per call on a CPU with cold caches, measured by bench/run_cpu.py).
+        A symbolic plan's entry binds its sizes from the inputs and checks every dim against them; the same
+        checks make ``_accepts``."""
         names = [f"x{i}" for i in range(len(self.input_specs))]
         namespace = {"Tensor": torch.Tensor, "runner": self.runner, "mismatch": self._other,
                      "unflatten": pytree.tree_unflatten, "out_spec": self.out_spec,
-                     "original": getattr(self, "_original", None)}
-        checks = []
+                     "original": getattr(self, "_original", None), "counts": self._counts}
+        first, sized, bindings = [], [], {}
         for i, (x, (_, shape, dtype)) in enumerate(zip(names, self.input_specs)):
-            namespace[f"shape_{i}"], namespace[f"dtype_{i}"] = torch.Size(shape), ops.DTYPES[dtype]
-            checks.append(f"isinstance({x}, Tensor) and {x}.shape == shape_{i} and {x}.dtype == dtype_{i}")
+            namespace[f"dtype_{i}"] = ops.DTYPES[dtype]
+            if not is_symbolic(shape):
+                namespace[f"shape_{i}"] = torch.Size(shape)
+                first.append(f"isinstance({x}, Tensor) and {x}.shape == shape_{i} and {x}.dtype == dtype_{i}")
+                continue
+            first.append(f"isinstance({x}, Tensor) and {x}.dim() == {len(shape)} and {x}.dtype == dtype_{i}")
+            for d, size in enumerate(shape):
+                if isinstance(size, SymInt) and len(size.poly.terms) == 1 and size.poly.terms[0][1] == 1 \
+                        and len(size.poly.terms[0][0]) == 1 and size.poly.terms[0][0][0] not in bindings:
+                    bindings[size.poly.terms[0][0][0]] = f"{x}.shape[{d}]"
+                sized.append(f"{x}.shape[{d}] == {size!r}")
+        sized += [f"{variable(s)} >= {low}" for s, low in sorted(self.symbolic.items())]
         args = ", ".join(names)
-        guard = [f"    if not ({' and '.join(checks)}):", f"        return mismatch(({args}{',' if names else ''}))"] \
-            if checks else []
-        source = "\n".join([f"def entry({args}):", *guard, f"    return {result.format(args=args)}", ""])
+        call = f"(({args}{',' if names else ''}))"
+        bind = [f"    {variable(s)} = {where}" for s, where in sorted(bindings.items())]
+        guard = [f"    if not ({' and '.join(first)}):", f"        return mismatch{call}"] if first else []
+        guard += bind + ([f"    if not ({' and '.join(sized)}):", f"        return mismatch{call}"] if sized else [])
+        counter = "counts[1] += 1" if result.startswith("original") else "counts[0] += 1"
+        source = "\n".join([f"def entry({args}):", *guard, f"    {counter}",
+                            f"    return {result.format(args=args)}", ""])
+        if self.symbolic:
+            checks = ["def accepts(" + args + "):", f"    if not ({' and '.join(first)}):", "        return False",
+                      *bind, f"    return {' and '.join(sized)}", ""]
+            self._accepts = compile_function("\n".join(checks), "accepts", dict(namespace))
         return compile_function(source, "entry", namespace)
 
     @property
@@ -236,3 +327,25 @@ class OptimizedModule(torch.nn.Module):
                 found.append(f"input {name!r} is {ops.DTYPE_NAMES.get(leaf.dtype, leaf.dtype)}{list(leaf.shape)} "
                              f"but the plan was optimized for {dtype}{list(shape)}")
         return "; ".join(found[:3]) + (f" (and {len(found) - 3} more)" if len(found) > 3 else "")
+
+
+def _changed_dims(old: tuple, new: tuple) -> dict[int, tuple[int, ...]] | None:
+    """Tensor leaf index -> the dims whose size differs between two signatures (``plan_cache.signature`` of
+    all leaves), or None when anything else differs: a constant, a dtype, a rank, or a size of 0 or 1 (those
+    stay specialised, as Dynamo's do)."""
+    if len(old) != len(new):
+        return None
+    changed, leaf = {}, 0
+    for a, b in zip(old, new):
+        if not (isinstance(a, tuple) and isinstance(b, tuple)):
+            if a != b or isinstance(a, tuple) or isinstance(b, tuple):
+                return None
+            continue
+        (sa, da), (sb, db) = a, b
+        if da != db or len(sa) != len(sb) or any(x != y and min(x, y) < 2 for x, y in zip(sa, sb)):
+            return None
+        dims = tuple(d for d, (x, y) in enumerate(zip(sa, sb)) if x != y)
+        if dims:
+            changed[leaf] = dims
+        leaf += 1
+    return changed or None

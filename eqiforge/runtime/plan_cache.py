@@ -57,6 +57,10 @@ class PlanCache:
     def __contains__(self, key: Hashable) -> bool:
         return key in self._plans
 
+    def values(self) -> list:
+        """The cached plans, in the order they were built."""
+        return list(self._plans.values())
+
     def keys(self) -> list:
         """The cached keys, in the order they were built."""
         return list(self._plans)

@@ -1,0 +1,136 @@
+"""One plan for every length (issue 24): symbolic dims through capture, hints, lifting, code and guards.
+
+The size algebra (eqiforge/dims.py) exactly; then programs optimized once and called at many lengths,
+every output checked against eager on random inputs, the calls counted (``opt.calls``), the plans built
+counted (``opt.plans.builds``); and the safety net: a plan that does not hold at other sizes is not used
+for them."""
+import pytest
+import torch
+
+import eqiforge
+from eqiforge import dims
+from eqiforge.dims import Lifter, Poly, SymInt
+from eqiforge.errors import EqiforgeError
+
+S = Poly.symbol("s0")
+S1 = S + Poly.constant(1)
+
+
+def test_polynomials_print_as_python_and_evaluate():
+    assert S1.source() == "sym_s0 + 1"
+    assert (S.scaled(-2) + Poly.constant(3)).source() == "-2*sym_s0 + 3"
+    assert (S * Poly.symbol("s1")).source() == "sym_s0*sym_s1"
+    assert (S * S1).at({"s0": 5}) == 30 and (S * S1).divided(2) is None and S.scaled(6).divided(3) == S.scaled(2)
+
+
+def test_a_symint_computes_as_its_hint_and_prints_as_its_expression():
+    x = SymInt(17, S)
+    assert int(x + 1) == 18 and repr(x + 1) == "(sym_s0 + 1)" and repr(12 * x) == "12*sym_s0"
+    assert repr(2 - x) == "(-sym_s0 + 2)" and repr((x * 12) // 4) == "3*sym_s0"
+    assert (x * 12) // 5 == 40 and not isinstance((x * 12) // 5, SymInt)  # inexact: the hint's value
+    assert x - x == 0 and not isinstance(x - x, SymInt)
+    assert repr(1.0 / x) != "" and repr(x.__rtruediv__(1.0)) == "(1.0 / sym_s0)"
+    assert dims.instantiate((2, x + 1, x.__rtruediv__(1.0)), {"s0": 3}) == (2, 4, 1.0 / 3)
+
+
+def test_hints_are_primes_whose_sizes_no_static_size_equals_or_divides():
+    hints = dims.choose_hints(["s0"], [S, S1], static=[64, 16, 2, 128, 54], near={"s0": 13})
+    assert hints == {"s0": 19}  # 17: 17 + 1 = 18 divides 54
+    two = dims.choose_hints(["a", "b"], [Poly.symbol("a"), Poly.symbol("b")], [], {"a": 3, "b": 3})
+    assert two["a"] != two["b"] and min(two.values()) >= dims.MIN_HINT
+    assert dims.choose_hints(["s0"], [S], [], {"s0": 17}, avoid=[{"s0": 17}]) == {"s0": 19}
+
+
+def test_the_lifter_recognises_sizes_their_multiples_and_their_reciprocals():
+    lift = Lifter([S, S1], {"s0": 17}).lift
+    lifted = lift((2, 18, 17, 34, 64, 1, 1 / 18, 0.25, "name"))
+    assert repr(lifted) == "(2, (sym_s0 + 1), sym_s0, 2*sym_s0, 64, 1, (1.0 / (sym_s0 + 1)), 0.25, 'name')"
+    assert dims.instantiate(lifted, {"s0": 5}) == (2, 6, 5, 10, 64, 1, 1 / 6, 0.25, "name")
+    assert repr(lift(-17)) == "-sym_s0" and lift(17.0).size == SymInt(17, S)
+
+
+class Attention(torch.nn.Module):
+    """Causal self-attention, two projections the plan multiplies into one, a mean over the sequence: sizes,
+    a mask and a 1/S scale all vary with the length."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.up, self.down = torch.nn.Linear(16, 128, bias=False), torch.nn.Linear(128, 16, bias=False)
+
+    def forward(self, q, k, v):
+        s = q.shape[-2]
+        mask = torch.ones(s, s, dtype=torch.bool).tril()
+        scores = (q @ k.transpose(-1, -2) / 4.0).masked_fill(~mask, float("-inf"))
+        out = self.down(self.up(torch.softmax(scores, -1) @ v))
+        return out - out.mean(-2, keepdim=True)
+
+
+attention = Attention().eval()
+
+
+def qkv(length: int, seed: int):
+    gen = torch.Generator().manual_seed(seed)
+    return tuple(torch.randn(2, 3, length, 16, generator=gen) for _ in range(3))
+
+
+def test_declared_dynamic_dims_give_one_plan_for_every_length():
+    opt = eqiforge.optimize(attention, qkv(8, 0), dynamic={"q": 2, "k": 2, "v": 2}, measure="never", original_if_no_better=False)
+    assert opt.symbolic and "priced at" in opt.report.symbolic and "checked at" in opt.report.symbolic
+    assert "sym_" in opt.source  # the code reads its sizes from its inputs
+    for length in (8, 3, 21, 40, 8):
+        args = qkv(length, length)
+        torch.testing.assert_close(opt(*args), attention(*args), rtol=1e-5, atol=1e-5)
+    assert opt.calls == {"plan": 5, "fallback": 0} and opt.plans.builds == 0
+
+
+def test_a_dim_becomes_symbolic_at_its_second_value_and_serves_every_later_one():
+    opt = eqiforge.optimize(attention, qkv(8, 0), measure="never", original_if_no_better=False)
+    assert not opt.symbolic
+    for length in range(9, 20):
+        args = qkv(length, length)
+        torch.testing.assert_close(opt(*args), attention(*args), rtol=1e-5, atol=1e-5)
+    assert opt.plans.builds == 1 and opt.calls == {"plan": 11, "fallback": 0}
+    assert opt.shape_log[0].startswith("built a plan for every value of [")
+    args = qkv(8, 1)  # the example's signature keeps its own plan
+    torch.testing.assert_close(opt(*args), attention(*args), rtol=1e-5, atol=1e-5)
+    assert opt.calls["plan"] == 12
+
+
+def test_a_plan_that_does_not_hold_at_other_sizes_is_not_used_for_them(monkeypatch):
+    """Lifting made to miss every size: the plan, checked at other values of the dim, fails there, and the
+    new signature gets a plan of its own, saying why none serves every size."""
+    monkeypatch.setattr(Lifter, "lift_int", lambda self, value: value)
+    opt = eqiforge.optimize(attention, qkv(8, 0), measure="never", original_if_no_better=False)
+    args = qkv(9, 1)
+    torch.testing.assert_close(opt(*args), attention(*args), rtol=1e-5, atol=1e-5)
+    assert opt.plans.builds == 1 and not opt.plans.values()[0].symbolic
+    assert "none for every size of" in opt.shape_log[0]
+
+
+def test_a_declared_dim_the_program_fixes_is_a_clear_error():
+    def fixed(x):
+        return x.reshape(2, 3, 4) * 2.0  # the dim is 12, always
+
+    with pytest.raises(EqiforgeError, match="declared dynamic"):
+        eqiforge.optimize(fixed, (torch.randn(2, 12),), dynamic={"x": 1}, measure="never", original_if_no_better=False)
+    with pytest.raises(EqiforgeError, match="dynamic names 'y', which is not a tensor input"):
+        eqiforge.optimize(fixed, (torch.randn(2, 12),), dynamic={"y": 1}, measure="never", original_if_no_better=False)
+
+
+def test_torch_compile_optimizes_a_dynamic_graph_once_for_every_length():
+    """Dynamo makes the length dynamic at the second call; the backend optimizes that graph once, and every
+    call runs an EqiForge plan (``call_counts``)."""
+    from eqiforge import dynamo
+
+    torch._dynamo.reset()
+    before, reports = dynamo.call_counts(), len(dynamo.REPORTS)
+    compiled = torch.compile(attention, backend="eqiforge", options={"original_if_no_better": False})
+    with torch.no_grad():
+        for length in range(8, 24):
+            args = qkv(length, length)
+            torch.testing.assert_close(compiled(*args), attention(*args), rtol=1e-5, atol=1e-5)
+    after = dynamo.call_counts()
+    assert after["plan"] - before["plan"] == 16 and after["fallback"] == before["fallback"]
+    assert len(dynamo.REPORTS) - reports == 2 and dynamo.REPORTS[-1].runs == "the plan for every size"
+    assert dynamo.SHAPE_PLANS[-1].cache.builds == 0 and "checked at" in dynamo.REPORTS[-1].symbolic
