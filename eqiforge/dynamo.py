@@ -23,13 +23,17 @@ Options: ``torch.compile(model, backend="eqiforge", options={...})`` takes those
 (backend, rules, limits, device, ...) plus ``fallback`` ("inductor" or "eager"), ``max_shapes`` and
 ``freeze`` (True: weights as constants in inference).
 
-Changing shapes: at a call with another shape Dynamo recompiles with those dims symbolic, and EqiForge's IR
-is static. Such a graph is specialised per concrete shape at call time: on the first call at a shape it is
-re-traced at that shape (make_fx) and optimized (in inference with the weights as constants, guarded as
-above), and the plan is kept in a PlanCache keyed by the signature of the inputs with dynamic dims. Up to
-``max_shapes`` shapes get a plan each; later shapes, and a shape whose plan fails, run the fallback
-(Inductor compiles the dynamic graph once, for all shapes). ``REPORTS`` holds the report of every plan built, ``SHAPE_PLANS`` every specialised graph
-(which shapes ran a plan, which the fallback and why).
+Changing shapes: at a call with another shape Dynamo recompiles with those dims symbolic. Such a graph is
+optimized once for every value of them (``_symbolic_plan``): converted to the IR at size hints, optimized
+there, its plan lifted to the symbolic sizes, checked at other values (``api.generalize``) and run as torch
+code that reads its sizes from its inputs. Where that cannot be (the reason is warned), the graph is
+specialised per concrete shape at call time: on the first call at a shape it is re-traced at that shape
+(make_fx) and optimized (in inference with the weights as constants, guarded as above), and the plan is
+kept in a PlanCache keyed by the signature of the inputs with dynamic dims. Up to ``max_shapes`` shapes get
+a plan each; later shapes, and a shape whose plan fails, run the fallback (Inductor compiles the dynamic
+graph once, for all shapes). ``REPORTS`` holds the report of every plan built, ``SHAPE_PLANS`` every
+graph with dynamic dims (which calls ran a plan, which the fallback and why), and ``call_counts()`` the
+calls of every graph the backend compiled that ran an EqiForge plan and that ran anything else.
 """
 from __future__ import annotations
 
@@ -46,7 +50,9 @@ from torch._subclasses.fake_tensor import unset_fake_temporarily
 from torch.fx.experimental.proxy_tensor import make_fx
 
 from . import api, choice, frontend
+from .dims import choose_hints
 from .errors import EqiforgeError
+from .frontend.symbolic import SizeEnv, SymbolicProgram, symbolic_sizes
 from .report import StageTimer
 from .runtime.inductor_plan import InductorPlan, laid_out
 from .runtime.plan_cache import DEFAULT_CAPACITY, PlanCache, signature
@@ -59,6 +65,15 @@ SHAPE_PLANS: list = []
 FALLBACKS = {"inductor": "compiled by Inductor", "eager": "unchanged, op by op"}
 #: weight changes a graph with weights as constants is optimized again for; past them its weights stay inputs
 MAX_REBINDS = 2
+#: forward calls in this process of graphs this backend compiled: those that ran an EqiForge plan, and the rest
+CALLS: Counter = Counter()
+
+
+def call_counts() -> dict[str, int]:
+    """Forward calls so far, in this process, of the graphs ``backend="eqiforge"`` compiled: ``"plan"``, those
+    that ran an EqiForge plan; ``"fallback"``, those that ran anything else (the graph compiled by Inductor,
+    or as it is)."""
+    return {"plan": CALLS["plan"], "fallback": CALLS["fallback"]}
 
 
 def eqiforge_backend(gm, example_inputs, options: dict | None = None, **kwargs):
@@ -133,10 +148,6 @@ def _forward_compiler(opts: api.Options, fallback: str, max_shapes: int, frozen:
     among Dynamo's inputs become constants (``state``: how many inputs Dynamo passed, its module tensors)."""
     def compile_forward(gm, example_inputs):
         dynamic = any(_symbolic(a) for a in example_inputs)
-        if dynamic:
-            warnings.warn(f"eqiforge: Dynamo made dims of this graph dynamic (it was called at another shape); "
-                          f"EqiForge specialises it per shape at call time, a plan for each of up to {max_shapes} "
-                          f"shapes, later ones run {FALLBACKS[fallback]}", stacklevel=2)
 
         def build(weights: dict):
             """What calls run, with ``weights`` (input position -> tensor) as constants."""
@@ -145,6 +156,11 @@ def _forward_compiler(opts: api.Options, fallback: str, max_shapes: int, frozen:
                 return _static_plan(gm, example_inputs, options, fallback, weights)
             plans = ShapePlans(gm, example_inputs, options, fallback, max_shapes, weights)
             SHAPE_PLANS.append(plans)
+            if plans.symbolic is None:
+                warnings.warn(f"eqiforge: Dynamo made dims of this graph dynamic (it was called at another shape) "
+                              f"and EqiForge has no plan for every size ({plans.symbolic_why}); it specialises the "
+                              f"graph per shape at call time, a plan for each of up to {max_shapes} shapes, later "
+                              f"ones run {FALLBACKS[fallback]}", stacklevel=2)
             return plans
         weights = _weights(len(example_inputs), *state) if state else {}
         return ConstantWeights(build, weights) if weights else build({})
@@ -176,7 +192,7 @@ def _static_plan(gm, example_inputs, opts: api.Options, fallback: str, weights: 
     optimized, why = _optimize(gm, examples, opts, weights)
     if optimized is None:
         warnings.warn(f"eqiforge: {why}; the graph runs {FALLBACKS[fallback]}", stacklevel=3)
-        return _fallback_compiler(fallback)(gm, example_inputs)
+        return _Fallback(_fallback_compiler(fallback)(gm, example_inputs))
     strides = _output_strides(gm)
     why = api.no_better(optimized, opts)
     report = optimized.report
@@ -193,7 +209,7 @@ def _predicted_choice(gm, example_inputs, optimized, examples, live, strides, fa
     """The plan, or the original graph where ``why`` says the plan is predicted no better."""
     if why:
         optimized.report.runs = f"the original graph, {FALLBACKS[fallback]} ({why})"
-        return _fallback_compiler(fallback)(gm, example_inputs)
+        return _Fallback(_fallback_compiler(fallback)(gm, example_inputs))
     return _plan_callable(optimized, examples, live, strides)
 
 
@@ -217,7 +233,7 @@ def _measured_choice(gm, example_inputs, optimized, examples, live, weights, str
                 for fresh in choice.input_sets(*examples)]  # activations copied, weights shared
         candidates = [choice.Candidate("graph", choice.rotating(lambda *x: graph(list(x)), sets),
                                        report.predicted_written or report.predicted_before, gm.code),
-                      choice.Candidate("plan", choice.rotating(lambda *x: plan(list(x)), sets), report.predicted_after,
+                      choice.Candidate("plan", choice.rotating(lambda *x: plan.uncounted(list(x)), sets), report.predicted_after,
                                        optimized.source)]
         decision = choice.choose(candidates, opts.measure, opts.measure_seconds, opts.min_gain, opts.cache,
                                  key=gm.code, device=examples[0].device.type if examples else "cpu")
@@ -226,7 +242,7 @@ def _measured_choice(gm, example_inputs, optimized, examples, live, weights, str
         return plan
     report.runs = f"the original graph, {FALLBACKS[fallback]} (" + (
         f"measured: {decision.why})" if decision.medians else f"{why})")
-    return graph
+    return _Fallback(graph)
 
 
 def _output_strides(gm) -> list:
@@ -274,10 +290,28 @@ class _Selected:
         self.run, self.live, self.strides = run, live, strides
 
     def __call__(self, args):
+        CALLS["plan"] += 1
+        return self.uncounted(args)
+
+    def uncounted(self, args):
+        """A call (the measured choice's timing runs) that ``call_counts`` does not count."""
         outputs = self.run(*[args[i] for i in self.live])
         if self.strides is None:
             return outputs
         return [o if s is None else laid_out(o, s) for o, s in zip(outputs, self.strides)]
+
+
+class _Fallback:
+    """What a graph EqiForge did not optimize runs (AOTAutograd's boxed callable), counted as such."""
+
+    _boxed_call = True
+
+    def __init__(self, run):
+        self.run = run
+
+    def __call__(self, args):
+        CALLS["fallback"] += 1
+        return self.run(args)
 
 
 class ConstantWeights:
@@ -344,11 +378,13 @@ def _concrete(example, entry=None):
 
 
 class ShapePlans:
-    """A forward graph with dynamic dims, optimized per concrete shape at call time (the module docstring),
-    with the inputs at the positions of ``weights`` bound to those tensors.
+    """A forward graph with dynamic dims (the module docstring), with the inputs at the positions of
+    ``weights`` bound to those tensors: one plan for every value of its symbolic dims, built once
+    (``symbolic``; ``symbolic_why`` says why there is none), else a plan per concrete shape at call time.
 
     ``runs[key]`` counts the calls that ran an optimized plan, ``fallback_runs[key]`` those that ran the
-    fallback, ``why[key]`` says why; ``key`` is the signature of the inputs with dynamic dims."""
+    fallback, ``why[key]`` says why; ``key`` is the signature of the inputs with dynamic dims ("every size"
+    for the symbolic plan's calls)."""
 
     _boxed_call = True  # AOTAutograd passes the inputs as one list
 
@@ -359,8 +395,13 @@ class ShapePlans:
         self.cache = PlanCache(self._build, capacity)
         self.runs, self.fallback_runs, self.why = Counter(), Counter(), {}
         self._fallback_run = None
+        self.symbolic, self.symbolic_why = _symbolic_plan(gm, self.examples, opts, weights)
 
     def __call__(self, args):
+        if self.symbolic is not None and self.symbolic.accepts(args):
+            self.runs["every size"] += 1
+            CALLS["plan"] += 1
+            return self.symbolic(args)
         key = signature([args[i] for i in self.dynamic])
         if key not in self.why:
             quiet = False
@@ -371,12 +412,14 @@ class ShapePlans:
                     self.why[key], quiet = str(err), err.quiet
                 else:
                     self.runs[key] += 1
+                    CALLS["plan"] += 1
                     return plan(args)
             else:
                 self.why[key] = f"past the {self.cache.capacity} shapes this graph gets a plan for (max_shapes)"
             if not quiet:
                 warnings.warn(f"eqiforge: {self.why[key]}; this shape runs {FALLBACKS[self.fallback]}", stacklevel=2)
         self.fallback_runs[key] += 1
+        CALLS["fallback"] += 1
         return self._fallback(args)
 
     def summary(self) -> str:
@@ -428,6 +471,64 @@ class ShapePlans:
             self._fallback_run = (self.gm.forward if self.fallback == "eager"
                                   else torch.compile(self.gm, backend="inductor", dynamic=True))
         return self._fallback_run(*args)
+
+
+class _EverySize:
+    """A graph's plan for every value of its symbolic dims as AOTAutograd's callable: the call's tensors at
+    ``positions`` in (Dynamo's size inputs are read from them), the plan's outputs out."""
+
+    def __init__(self, module, positions: list[int]):
+        self.module, self.positions = module, positions
+        self.run = module.runner.forward
+
+    def accepts(self, args) -> bool:
+        return self.module.accepts([args[i] for i in self.positions])
+
+    def __call__(self, args):
+        return list(self.run(*[args[i] for i in self.positions]))
+
+
+def _symbolic_plan(gm, examples: list, opts: api.Options, weights: dict) -> tuple[_EverySize | None, str]:
+    """One plan for every value of the symbolic dims of Dynamo's dynamic graph ``gm`` (its ``examples`` are
+    fake; ``weights``, input position -> tensor, are constants): the graph converted at size hints,
+    optimized once, its plan lifted and checked at other sizes (api.generalize); runs as torch code. (None,
+    why not) when it cannot be."""
+    sizes = symbolic_sizes(gm)
+    if sizes is None:
+        return None, "no symbolic size in the graph"
+    placeholders = [n.name for n in gm.graph.nodes if n.op == "placeholder"]
+    params = {placeholders[i]: t for i, t in weights.items()}
+    positions = [i for i, e in enumerate(examples) if isinstance(e, torch.Tensor) and i not in weights]
+    names = [placeholders[i] for i in positions]
+
+    def convert(env, lifter):
+        graph = frontend.fx_to_ir(gm, names, params, sizes=env)
+        graph.symbolic = lifter
+        return frontend.mark_causal_masks(graph)
+    program = SymbolicProgram(sizes, choose_hints(sizes.symbols, sizes.expressions, sizes.static, sizes.observed),
+                              convert)
+    options = dataclasses.replace(opts, backend="torch")
+    title = "a torch.compile graph with symbolic dims"
+    try:
+        with unset_fake_temporarily():
+            observed = SizeEnv(sizes.observed)
+            inputs = tuple(_concrete(examples[i], ([observed.concrete(d) for d in examples[i].shape],
+                                                   examples[i].dtype)) for i in positions)
+            graph = program.graph_at(program.hints, symbolic=True)
+            captured = frontend.Captured(graph, names, None, None, inputs=inputs, symbolic=program)
+            timer = StageTimer()
+            optimized = api.optimize_graph(graph, names, None, options, timer,
+                                           examples=api.examples_at(captured, program.hints), title=title)
+            with timer("generalize"):
+                api.generalize(optimized, captured, options, title)
+    except EqiforgeError as err:
+        return None, str(err)
+    except Exception as err:  # noqa: BLE001 - a bug in EqiForge must not fail the user's compile
+        return None, f"EqiForge failed on it ({type(err).__name__}: {err})"
+    why = api.no_better(optimized, opts)
+    optimized.report.runs = "the plan for every size" if why is None else f"per shape (the plan for every size: {why})"
+    REPORTS.append(optimized.report)
+    return (None, why) if why else (_EverySize(optimized, positions), "")
 
 
 class _NoPlan(Exception):

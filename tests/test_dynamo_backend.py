@@ -91,7 +91,7 @@ def test_a_failure_that_is_no_eqiforge_error_warns_and_falls_back(monkeypatch):
         "the graph runs compiled by Inductor"]
 
 
-def test_changing_sequence_lengths_run_a_plan_per_shape():
+def test_changing_sequence_lengths_run_one_plan_for_every_length():
     torch.manual_seed(0)
     model = Attention().eval()
     compiled = torch.compile(model, backend="eqiforge")
@@ -99,25 +99,21 @@ def test_changing_sequence_lengths_run_a_plan_per_shape():
     lengths = (5, 8, 11, 16)
     with warnings.catch_warnings(record=True) as caught, torch.no_grad():
         warnings.simplefilter("always")
-        for n in lengths + lengths[1:]:  # every shape, then the dynamic ones again: plans are reused
+        for n in lengths + lengths[1:]:  # every length, then the dynamic ones again
             x = torch.randn(2, n, 32)
             assert_close(compiled(x), model(x))
-    # the first length compiles static; the second makes Dynamo mark the dim dynamic: one graph, a plan per shape
-    assert eqiforge_warnings(caught) == [
-        "eqiforge: Dynamo made dims of this graph dynamic (it was called at another shape); EqiForge specialises "
-        "it per shape at call time, a plan for each of up to 8 shapes, later ones run compiled by Inductor"]
+    # the first length compiles static; the second makes Dynamo mark the dim dynamic: one graph, one plan
+    assert eqiforge_warnings(caught) == []
     [plans] = dynamo.SHAPE_PLANS[graphs:]
-    assert dict(plans.runs) == {(n, ((2, n, 32), torch.float32)): 2 for n in lengths[1:]}
-    assert not plans.fallback_runs
-    assert plans.summary() == ("3 plan(s) cached (capacity 8); 3 built; 6 call(s) ran a plan, "
+    assert dict(plans.runs) == {"every size": 6} and not plans.fallback_runs
+    assert plans.summary() == ("0 plan(s) cached (capacity 8); 0 built; 6 call(s) ran a plan, "
                                "0 the fallback (compiled by Inductor)")
     reports = dynamo.REPORTS[before:]
-    assert [r.runs for r in reports] == ["the plan"] + [
-        f"the plan for the dynamic inputs' signature {(n, ((2, n, 32), torch.float32))}" for n in lengths[1:]]
-    assert [r.ops_after["Input"] for r in reports] == [1] * 4  # no_grad: x is the only input, weights are constants
+    assert [r.runs for r in reports] == ["the plan", "the plan for every size"]
+    assert [r.ops_after["Input"] for r in reports] == [1] * 2  # no_grad: x is the only input, weights are constants
 
 
-def test_dynamic_true_specialises_from_the_first_call():
+def test_dynamic_true_gives_one_plan_from_the_first_call():
     model = mlp().eval()
     compiled = torch.compile(model, backend="eqiforge", dynamic=True, options={"fallback": "eager"})
     graphs = len(dynamo.SHAPE_PLANS)
@@ -126,10 +122,11 @@ def test_dynamic_true_specialises_from_the_first_call():
             x = torch.randn(n, 16)
             assert_close(compiled(x), model(x))
     [plans] = dynamo.SHAPE_PLANS[graphs:]
-    assert dict(plans.runs) == {(n, ((n, 16), torch.float32)): 1 for n in (4, 6)}
+    assert dict(plans.runs) == {"every size": 2}
 
 
-def test_shapes_past_max_shapes_run_the_fallback():
+def test_without_a_plan_for_every_size_shapes_get_a_plan_each_and_past_max_shapes_run_the_fallback(monkeypatch):
+    monkeypatch.setattr(dynamo, "_symbolic_plan", lambda *args: (None, "none in this test"))
     model = mlp().eval()
     compiled = torch.compile(model, backend="eqiforge", options={"max_shapes": 1, "fallback": "eager"})
     graphs = len(dynamo.SHAPE_PLANS)
@@ -141,6 +138,9 @@ def test_shapes_past_max_shapes_run_the_fallback():
     [plans] = dynamo.SHAPE_PLANS[graphs:]
     assert dict(plans.runs) == {(6, ((6, 16), torch.float32)): 2}
     assert dict(plans.fallback_runs) == {(9, ((9, 16), torch.float32)): 1}
+    assert eqiforge_warnings(caught)[0].startswith(
+        "eqiforge: Dynamo made dims of this graph dynamic (it was called at another shape) and EqiForge has no plan "
+        "for every size (none in this test); it specialises the graph per shape at call time")
     assert eqiforge_warnings(caught)[-1] == ("eqiforge: past the 1 shapes this graph gets a plan for (max_shapes); "
                                              "this shape runs unchanged, op by op")
 
