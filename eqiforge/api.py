@@ -16,7 +16,7 @@ from .egraph import saturate as sat
 from .errors import EqiforgeError
 from .extract import Extraction, extract, next_best
 from .extract.dag import Selection
-from .dims import instantiate
+from .dims import Lifter, instantiate, variable
 from .frontend.symbolic import resized
 from .lower import symbolic
 from .lower.attention_notes import unfused_attention
@@ -30,7 +30,7 @@ from .report import Report, StageTimer
 from .runtime import OptimizedModule
 from .runtime.triton_plan import TritonPlan
 from .runtime.inductor_plan import InductorPlan, compiled_original
-from .runtime.torch_plan import TorchPlan
+from .runtime.torch_plan import BucketedPlan, TorchPlan
 
 BACKENDS = ("auto", "torch", "triton", "inductor")
 NEXT_PLANS = 2  # a measured choice times up to this many next-best distinct plans beside the best ...
@@ -147,7 +147,8 @@ def _optimize_call(fn, args, kwargs, opts: Options, dynamic=None, declared: bool
     if program is not None:
         with timer("generalize"):
             generalize(optimized, captured, opts, program_title(fn))
-        why = no_better(optimized, opts)
+        # buckets: a plan other than the hint's was predicted better at its size, whatever the hint's is worth
+        why = None if isinstance(optimized.runner, BucketedPlan) else no_better(optimized, opts)
         if why:
             optimized.run_original(fn, why)
         return optimized
@@ -184,30 +185,87 @@ def lifted_inputs(captured) -> dict[str, tuple]:
 def generalize(optimized, captured, opts: Options, title: str) -> None:
     """Make ``optimized`` (its plan extracted at the symbols' hints) serve every value of them: its plan
     lifted (lower/symbolic.py), written as torch code reading the sizes from its inputs, and checked against
-    the program converted at other values of the symbols (the traced call's among them). NotSymbolic (an
-    EqiforgeError to the caller) when the plan does not hold there."""
+    the program converted at other values of the symbols (the traced call's among them). Where extraction,
+    priced at a quarter and four times the hint, chooses another plan, that plan serves a range of its own
+    (a bucket, chosen at call time; the saturated e-graph is shared). An EqiforgeError when the hint's plan
+    does not hold at other values; a bucket's plan that does not is dropped."""
     program = captured.symbolic
-    lifter, shapes = program.lifter, lifted_inputs(captured)
+    shapes = lifted_inputs(captured)
+    arguments = [ident(n) for n in captured.input_names if n not in captured.param_inputs]
+    main = _symbolic_runner(optimized.plan, program.lifter, captured, title, optimized.report.rulesets)
+    checked = [_checked(main, captured, values, opts) for values in program.check_values()]
+    failed = next((c for c in checked if c.startswith("fails")), None)
+    if failed:
+        raise EqiforgeError(f"no plan for every size: the plan lifted from {program.hints} {failed}")
+    (symbol, hint), = program.hints.items() if len(program.hints) == 1 else ((None, None),)
+    buckets, notes = [(hint, main)], []
+    for values in program.representative_values() if optimized.extraction and not optimized.shared_blocks else ():
+        bucket, note = _bucket(optimized, captured, values, opts, title)
+        notes.append(note)
+        if bucket is not None:
+            buckets.append((values[symbol], bucket))
+    runner = main if len(buckets) == 1 else BucketedPlan(
+        sorted(buckets, key=lambda b: b[0]), symbolic.size_prelude(shapes, arguments, only=symbol)[0].replace(
+            variable(symbol), "size", 1), arguments)
+    optimized.generalize(runner, runner.source, shapes, {s: r[0] for s, r in program.ranges.items()})
+    optimized.report.symbolic = (f"{program.describe()}; the plan checked at {'; '.join(checked) or 'the hints only'}"
+                                 + "".join(f"; {n}" for n in notes))
+
+
+def _symbolic_runner(plan, lifter, captured, title: str, rulesets) -> TorchPlan:
+    """``plan`` lifted by ``lifter`` and written as torch code reading its sizes from the inputs."""
     names = captured.input_names
     try:
-        lifted = symbolic.lift(optimized.plan.graph, lifter)
-        prelude = symbolic.size_prelude(shapes, [ident(n) for n in names if n not in captured.param_inputs])
+        lifted = symbolic.lift(plan.graph, lifter)
+        prelude = symbolic.size_prelude(lifted_inputs(captured),
+                                        [ident(n) for n in names if n not in captured.param_inputs])
     except symbolic.NotSymbolic as err:
         raise EqiforgeError(f"no plan for every size: {err}") from None
-    header = provenance(optimized.plan, title, optimized.report.rulesets) + [f"symbolic dims: {program.describe()}"]
-    runner = TorchPlan(to_torch_code(lifted, names, captured.param_inputs, header, prelude))
-    checked = []
-    for values in program.check_values():
-        graph = program.graph_at(values)
-        check = validate.PlanCheck(graph, names, examples_at(captured, values), captured.param_inputs,
-                                   opts.assume_finite)
-        verdict = check(runner)
-        if not verdict.ok:
-            raise EqiforgeError(f"no plan for every size: the plan lifted from {program.hints} fails at {values}: "
-                                f"{verdict.describe()}")
-        checked.append(", ".join(f"{s}={v}" for s, v in values.items()))
-    optimized.generalize(runner, runner.source, shapes, {s: r[0] for s, r in program.ranges.items()})
-    optimized.report.symbolic = f"{program.describe()}; the plan checked at {'; '.join(checked) or 'the hints only'}"
+    header = provenance(plan, title, rulesets) + [f"symbolic dims: {captured.symbolic.describe()}"]
+    return TorchPlan(to_torch_code(lifted, names, captured.param_inputs, header, prelude))
+
+
+def _checked(runner, captured, values: dict[str, int], opts: Options) -> str:
+    """``runner`` against the program converted at ``values``: "s=v" when it passes, "fails at ..." if not."""
+    graph = captured.symbolic.graph_at(values)
+    verdict = validate.PlanCheck(graph, captured.input_names, examples_at(captured, values), captured.param_inputs,
+                                 opts.assume_finite)(runner)
+    where = ", ".join(f"{s}={v}" for s, v in values.items())
+    return where if verdict.ok else f"fails at {where}: {verdict.describe()}"
+
+
+def _bucket(optimized, captured, values: dict[str, int], opts: Options, title: str):
+    """(the runner of the plan extraction chooses with the e-graph priced at ``values``, or None when it is
+    the hint's plan or does not hold; a note for the report)."""
+    program, extraction = captured.symbolic, optimized.extraction
+    where = ", ".join(f"{s}={v}" for s, v in values.items())
+    snap = symbolic.snapshot_at(extraction.snapshot, program.lifter, values)
+    node_cost = optimized.cost_model.predict(cost.snapshot_features(snap, opts.fold_constants))
+    selection = extract(snap, node_cost, method=opts.extractor, time_limit=opts.extract_seconds, use_cache=opts.cache)
+    if _reached(snap, selection.choice) == _reached(snap, extraction.selection.choice):
+        return None, f"priced at {where}: the same plan"
+    graph = program.graph_at(values, symbolic=True)
+    plan = build_plan(snap, selection.choice, graph, optimized.cost_model, opts.fold_constants)
+    lifter = Lifter(program.sizes.expressions, values)
+    try:
+        runner = _symbolic_runner(plan, lifter, captured, title, optimized.report.rulesets)
+    except EqiforgeError as err:
+        return None, f"priced at {where}: another plan, not used ({err})"
+    check = _checked(runner, captured, values, opts)
+    if check.startswith("fails"):
+        return None, f"priced at {where}: another plan, not used (it {check})"
+    return runner, f"priced at {where}: another plan ({plan.predicted_seconds * 1e6:.1f} us predicted there)"
+
+
+def _reached(snap, choice: dict[int, int]) -> dict[int, int]:
+    """The chosen e-node of every e-class the roots reach: two choices give the same plan when these agree."""
+    reached, stack = {}, list(snap.roots)
+    while stack:
+        c = stack.pop()
+        if c not in reached:
+            reached[c] = choice[c]
+            stack.extend(snap.node_children[choice[c]])
+    return reached
 
 
 def measurable(optimized, opts: Options, why: str | None) -> bool:
@@ -407,6 +465,7 @@ def optimize_graph(graph, input_names, out_spec, opts: Options, timer: StageTime
              for name in input_names for i in [_input_node(graph, name)]]
     optimized = OptimizedModule(runner, source, specs, out_spec, plan, report)
     optimized.extraction = Extraction(snap, list(node_cost), selection)
+    optimized.cost_model, optimized.shared_blocks = model, bool(shared and shared.result)
     shared_plan = shared is not None and shared.result is not None  # a block's plan, repeated: no alternatives
     if next_plans and selection.choice and not shared_plan:
         optimized.next_plans = NextPlans(lowering, selection, source, node_cost, examples)

@@ -55,6 +55,7 @@ from .errors import EqiforgeError
 from .frontend.symbolic import SizeEnv, SymbolicProgram, symbolic_sizes
 from .report import StageTimer
 from .runtime.inductor_plan import InductorPlan, laid_out
+from .runtime.torch_plan import BucketedPlan
 from .runtime.plan_cache import DEFAULT_CAPACITY, PlanCache, signature
 
 #: reports of the plans built in this process, newest last
@@ -525,7 +526,7 @@ def _symbolic_plan(gm, examples: list, opts: api.Options, weights: dict) -> tupl
         return None, str(err)
     except Exception as err:  # noqa: BLE001 - a bug in EqiForge must not fail the user's compile
         return None, f"EqiForge failed on it ({type(err).__name__}: {err})"
-    why = api.no_better(optimized, opts)
+    why = None if isinstance(optimized.runner, BucketedPlan) else api.no_better(optimized, opts)
     optimized.report.runs = "the plan for every size" if why is None else f"per shape (the plan for every size: {why})"
     REPORTS.append(optimized.report)
     return (None, why) if why else (_EverySize(optimized, positions), "")

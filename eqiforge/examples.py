@@ -115,6 +115,17 @@ class Attention(nn.Module):
         return F.scaled_dot_product_attention(q, k, v, is_causal=self.causal)
 
 
+def greedy(step, prompt: torch.Tensor, tokens: int) -> torch.Tensor:
+    """``tokens`` greedy tokens after ``prompt`` from a causal language model ``step`` (a transformers model,
+    or what ``eqiforge.optimize`` made of one): the prompt once, then one token at a time with the cache."""
+    out, chosen = step(prompt), []
+    while True:
+        chosen.append(out.logits[:, -1:].argmax(-1))
+        if len(chosen) == tokens:
+            return torch.cat(chosen, 1)
+        out = step(chosen[-1], cache=out.cache)
+
+
 def _rand(*shape):
     return torch.randn(*shape)
 

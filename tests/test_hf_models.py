@@ -11,6 +11,7 @@ import torch
 import torch.utils._pytree as pytree
 
 import eqiforge
+from eqiforge.examples import greedy
 
 transformers = pytest.importorskip("transformers")
 transformers.logging.set_verbosity_error()  # the small configs' token ids are outside the small vocabulary
@@ -184,16 +185,6 @@ def test_llama_keeps_grouped_query_attention_and_its_cache_passes_back_to_eager(
         step = ids(7, 1)
         torch.testing.assert_close(model(step, cache=out.cache).logits, model(step, cache=ref.cache).logits,
                                    rtol=1e-4, atol=1e-5)
-
-
-def greedy(step, prompt: torch.Tensor, tokens: int = 8) -> torch.Tensor:
-    """``tokens`` greedy tokens after ``prompt``: the prompt once, then one token at a time with the cache."""
-    out, chosen = step(prompt), []
-    while True:
-        chosen.append(out.logits[:, -1:].argmax(-1))
-        if len(chosen) == tokens:
-            return torch.cat(chosen, 1)
-        out = step(chosen[-1], cache=out.cache)
 
 
 @pytest.mark.parametrize("family", ["llama", pytest.param("gpt2", marks=pytest.mark.slow)])

@@ -134,3 +134,24 @@ def test_torch_compile_optimizes_a_dynamic_graph_once_for_every_length():
     assert after["plan"] - before["plan"] == 16 and after["fallback"] == before["fallback"]
     assert len(dynamo.REPORTS) - reports == 2 and dynamo.REPORTS[-1].runs == "the plan for every size"
     assert dynamo.SHAPE_PLANS[-1].cache.builds == 0 and "checked at" in dynamo.REPORTS[-1].symbolic
+
+
+def chain(x, w1, w2):
+    return x @ w1 @ w2
+
+
+def test_where_the_best_plan_depends_on_the_size_each_range_gets_its_own():
+    """Priced for the H100 (the tests' device), (x w1) w2 is the cheaper bracketing for few rows of x and
+    x (w1 w2) for many: extraction priced at four times the hint chooses the other, which serves the sizes
+    from the geometric mean of the two values up; the e-graph is saturated once."""
+    x, w1, w2 = torch.randn(64, 64), torch.randn(64, 48), torch.randn(48, 64)
+    opt = eqiforge.optimize(chain, (x, w1, w2), dynamic={"x": 0}, measure="never")
+    runner = opt.runner
+    assert type(runner).__name__ == "BucketedPlan" and len(runner.plans) == 2 and len(runner.bounds) == 1
+    assert "another plan" in opt.report.symbolic and opt.report.runs == "the plan"
+    small, large = runner.plans
+    assert "torch.matmul(x, in_w1)" in small.source and "torch.matmul(in_w1, in_w2)" in large.source
+    for rows in (3, 64, runner.bounds[0] - 1, runner.bounds[0], 700):
+        xs = torch.randn(rows, 64)
+        torch.testing.assert_close(opt(xs, w1, w2), chain(xs, w1, w2), rtol=1e-4, atol=1e-4)
+    assert opt.calls == {"plan": 5, "fallback": 0} and opt.plans.builds == 0

@@ -16,7 +16,7 @@ import torch
 import torch.fx as fx
 from torch.utils import _pytree as pytree
 
-from ..dims import Lifter, NotPolynomial, Poly, choose_hints
+from ..dims import MIN_HINT, Lifter, NotPolynomial, Poly, choose_hints
 
 SYMBOLIC = (torch.SymInt, torch.SymFloat, torch.SymBool)
 
@@ -152,6 +152,20 @@ class SymbolicProgram:
         within = [v for v in (self.sizes.observed, other)
                   if all(lo <= v[s] and (hi is None or v[s] <= hi) for s, (lo, hi) in self.ranges.items())]
         return [v for k, v in enumerate(within) if v != self.hints and v not in within[:k]]
+
+    def representative_values(self) -> list[dict[str, int]]:
+        """Values of a program's one symbol that extraction also prices at, for buckets: about a quarter
+        and four times the hint, within the range, distinctive as the hints are (eqiforge/dims.py)."""
+        if len(self.sizes.symbols) != 1:
+            return []
+        (s, hint), (lo, hi) = next(iter(self.hints.items())), self.ranges.get(next(iter(self.hints)), (2, None))
+        out = []
+        for near in [n for n in (hint // 4, 4 * hint) if n >= MIN_HINT]:
+            value = choose_hints([s], self.sizes.expressions, self.sizes.static, {s: max(lo, near)},
+                                 avoid=[self.hints, *out])
+            if (hi is None or value[s] <= hi) and value not in out and value[s] != hint:
+                out.append(value)
+        return out
 
     def describe(self) -> str:
         """The symbols, their ranges and the hints, for the report."""

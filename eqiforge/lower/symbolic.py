@@ -9,8 +9,10 @@ against the program converted at other values of the symbols before it is used.
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 from .. import ops
-from ..dims import Lifter, Poly, SymInt, is_symbolic, variable
+from ..dims import Lifter, Poly, SymInt, instantiate, is_symbolic, variable
 from ..ir import ExternCall, Graph, Node
 
 #: attribute kinds that hold sizes or numbers computed from them (not names, dtypes or tile configs)
@@ -45,9 +47,9 @@ def input_shapes(graph: Graph, lifter: Lifter) -> dict[str, tuple]:
     return {n.attrs[0]: lifter.lift(n.shape) for n in graph.nodes if n.op == "Input"}
 
 
-def size_prelude(shapes: dict[str, tuple], names: list[str]) -> list[str]:
-    """Statements binding every symbol of ``shapes`` from the first of ``names`` (the function's arguments,
-    as their identifiers) with a dim that is the symbol alone, or the symbol plus a constant."""
+def size_prelude(shapes: dict[str, tuple], names: list[str], only: str | None = None) -> list[str]:
+    """Statements binding every symbol of ``shapes`` (or ``only`` that one) from the first of ``names`` (the
+    function's arguments, as their identifiers) with a dim that is the symbol alone, or plus a constant."""
     found: dict[str, str] = {}
     for name in names:
         for d, size in enumerate(shapes.get(name, ())):
@@ -55,11 +57,11 @@ def size_prelude(shapes: dict[str, tuple], names: list[str]) -> list[str]:
                 symbol = _solved(size.poly)
                 if symbol and symbol[0] not in found:
                     found[symbol[0]] = f"{name}.shape[{d}]" + (f" - {symbol[1]}" if symbol[1] else "")
-    missing = sorted({s for shape in shapes.values() for size in shape if isinstance(size, SymInt)
-                      for s in size.poly.symbols} - set(found))
+    wanted = {s for shape in shapes.values() for size in shape if isinstance(size, SymInt) for s in size.poly.symbols}
+    missing = sorted(({only} if only else wanted) - set(found))
     if missing:
         raise NotSymbolic(f"no input dim gives the size {', '.join(missing)} alone")
-    return [f"{variable(s)} = {source}" for s, source in sorted(found.items())]
+    return [f"{variable(s)} = {source}" for s, source in sorted(found.items()) if only in (None, s)]
 
 
 def _solved(poly: Poly) -> tuple[str, int] | None:
@@ -73,3 +75,13 @@ def _solved(poly: Poly) -> tuple[str, int] | None:
 
 def symbols_of(shapes) -> list[str]:
     return sorted({s for shape in shapes for size in shape if isinstance(size, SymInt) for s in size.poly.symbols})
+
+
+def snapshot_at(snap, lifter: Lifter, values: dict[str, int]):
+    """The saturated e-graph ``snap`` (at the hints ``lifter`` knows) with every size at ``values``: what
+    extraction prices a bucket at, the e-graph shared (only the prices and the choice change)."""
+    def at(value):
+        return instantiate(lifter.lift(value), values)
+    attrs = [tuple(at(a) if k in NUMERIC_KINDS else a for k, a in zip(ops.get(op).attrs, node_attrs))
+             for op, node_attrs in zip(snap.node_op, snap.node_attrs)]
+    return replace(snap, node_attrs=attrs, class_shape=[tuple(at(tuple(s))) for s in snap.class_shape])

@@ -27,7 +27,7 @@ from ..frontend.calls import TENSOR, CallSpec, flatten_call
 from ..dims import SymInt, is_symbolic, variable
 from ..lower.symbolic import symbols_of
 from .plan_cache import DEFAULT_CAPACITY, PlanCache, signature
-from .torch_plan import TorchPlan, compile_function, standalone_source
+from .torch_plan import BucketedPlan, TorchPlan, compile_function, standalone_source
 
 log = logging.getLogger("eqiforge")
 
@@ -279,6 +279,9 @@ class OptimizedModule(torch.nn.Module):
         no egglog, and ``torch.compile`` of its ``bind(params)`` is what the inductor backend runs),
         ``params.pt`` (its parameters) and ``meta.json`` (inputs and how to call it). With ``example_inputs``,
         ``check.pt`` holds them and this module's outputs, to verify the plan elsewhere."""
+        if isinstance(self.runner, BucketedPlan):
+            raise EqiforgeError("this module runs a plan per range of its symbolic size (buckets), which export "
+                                "does not write; export the plan of one range: optimize with dynamic=None")
         if isinstance(self.runner, TorchPlan):
             params = {name: t.detach() for name, t in self.runner.named_buffers()}
             source = standalone_source(self.runner.source, self.runner._helpers, list(params))

@@ -76,3 +76,27 @@ def standalone_source(source: str, helpers: dict, constants) -> str:
         'runs; forward(*inputs, params=params) runs it as it is."""', "import torch", *imports, "", "",
         "def bind(params):", '    """The plan function, reading the given parameters and folded constants."""', *body,
         "", "", "def forward(*inputs, params):", "    return bind(params)(*inputs)", ""])
+
+
+class BucketedPlan(torch.nn.Module):
+    """Plans of one program for ranges of its symbolic size (buckets, from the values extraction priced):
+    ``forward`` reads the size from the inputs (``size_source``, a statement binding ``size``) and runs the
+    plan of its range; a bucket's range runs from the geometric mean of its value and the one below it."""
+
+    def __init__(self, buckets: list[tuple[int, TorchPlan]], size_source: str, arguments: list[str]):
+        super().__init__()
+        values = [v for v, _ in buckets]
+        self.plans = torch.nn.ModuleList([p for _, p in buckets])
+        self.bounds = [round((a * b) ** 0.5) for a, b in zip(values, values[1:])]  # bucket k: size < bounds[k]
+        self._size = compile_function(f"def size({', '.join(arguments)}):\n    {size_source}\n    return size\n",
+                                      "size", {})
+        ranges = [f"size < {b}" for b in self.bounds] + [f"size >= {self.bounds[-1]}" if self.bounds else "any size"]
+        self.source = "\n".join(f"# bucket {k}: {r} ({size_source})\n{p.source}"
+                                for k, (r, p) in enumerate(zip(ranges, self.plans)))
+
+    def forward(self, *inputs):
+        size = self._size(*inputs)
+        for bound, plan in zip(self.bounds, self.plans):
+            if size < bound:
+                return plan.forward(*inputs)
+        return self.plans[-1].forward(*inputs)
