@@ -151,6 +151,9 @@ def _optimize_call(fn, args, kwargs, opts: Options, dynamic=None, declared: bool
         why = None if isinstance(optimized.runner, BucketedPlan) else no_better(optimized, opts)
         if why:
             optimized.run_original(fn, why)
+        elif chooses_generator and not _why_not_inductor(opts, captured, args, kwargs, plans_only=True):
+            with timer("measure"):
+                _measured_dynamic_inductor(optimized, captured, opts)
         return optimized
     no_inductor = _why_not_inductor(opts, captured, args, kwargs) if chooses_generator else "not asked"
     budget = opts.measure_seconds / (1 if no_inductor else 2)  # both stages share measure_seconds
@@ -309,9 +312,10 @@ def _measured_choice(optimized, fn, args, kwargs, captured, opts: Options, budge
     return None if decision.runs.startswith("plan") else f"measured: {decision.why}"
 
 
-def _why_not_inductor(opts: Options, captured, args, kwargs) -> str:
+def _why_not_inductor(opts: Options, captured, args, kwargs, plans_only: bool = False) -> str:
     """Why backend="auto" does not time Inductor's compile of the program or plan ("": it does): only CPU
-    tensors in inference are, when measuring is allowed."""
+    tensors in inference are, when measuring is allowed, and the program only if repeating its calls is
+    safe (``plans_only``: only plans are timed, and a plan never changes its inputs)."""
     if opts.measure == "never" or opts.measure_seconds <= 0:
         return "measure='never'" if opts.measure == "never" else "a budget of 0 s"
     tensors = [t for t in [*captured.inputs, *captured.param_inputs.values(), *captured.graph.params.values()]
@@ -320,7 +324,7 @@ def _why_not_inductor(opts: Options, captured, args, kwargs) -> str:
         return "not a CPU program"
     if torch.is_grad_enabled() and any(t.requires_grad for t in captured.inputs):
         return "an input requires grad (optimize under torch.no_grad() for inference)"
-    return choice.unsafe_to_repeat(args, kwargs)
+    return "" if plans_only else choice.unsafe_to_repeat(args, kwargs)
 
 
 def _measured_generator(optimized, fn, args, kwargs, captured, opts: Options, why: str | None) -> None:
@@ -356,6 +360,27 @@ def _measured_generator(optimized, fn, args, kwargs, captured, opts: Options, wh
             return
     optimized.run_plan_as(inductor, f"the plan, compiled by Inductor (measured: {decision.why})")
     report.lowering_notes += inductor.notes
+
+
+def _measured_dynamic_inductor(optimized, captured, opts: Options) -> None:
+    """backend="auto" for a plan for every size: its torch code against the same compiled once by Inductor
+    with dynamic shapes (``torch.compile(dynamic=True)``: one compile for every size), timed on the example
+    call (choice.py); the faster runs."""
+    runner, report = optimized.runner, optimized.report
+    compiled = torch.compile(runner.forward, dynamic=True)
+    sets = choice.input_sets(*captured.inputs)
+    faster = choice.Candidate("plan under Inductor (dynamic shapes)", choice.rotating(compiled, sets), None,
+                              optimized.source + "\n# under Inductor, dynamic shapes",
+                              prepare=lambda: compiled(*captured.inputs))
+    current = choice.Candidate("plan", choice.rotating(runner.forward, sets), None, optimized.source)
+    with torch.no_grad():
+        decision = choice.choose([current, faster], "always", opts.measure_seconds, opts.min_gain, opts.cache,
+                                 key=captured.graph.format() + "\n# for every size")
+    report.measured = decision.describe()
+    if decision.runs == faster.name:  # a later move or copy of the module rebinds the torch code
+        runner.forward = compiled
+        optimized.run_plan_as(runner, f"the plan for every size, compiled by Inductor with dynamic shapes "
+                                      f"(measured: {decision.why})")
 
 
 def _compiled(plan: InductorPlan, inputs) -> None:

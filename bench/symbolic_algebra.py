@@ -1,0 +1,80 @@
+"""The algebra suite with one dim symbolic: one plan for every size against a plan specialised to each size.
+
+Each program of bench/programs.py is optimized once with its first input's leading dim (the encoder layer's
+sequence dim) declared dynamic (``optimize(..., dynamic=...)``), then timed at three sizes of that dim beside
+the plan ``optimize()`` builds for that size alone: paired, in a random order per round, each call right
+after its own previous call (measure.py's protocol), the median over rounds of the ratio symbolic /
+specialised. Both choose as predicted (``measure="never"``), so the plans, not a timing, are compared.
+
+    python bench/symbolic_algebra.py [--repeats 40] [--out bench/results/symbolic_algebra.md]
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+from pathlib import Path
+
+import torch
+
+import eqiforge
+from measure import time_round_robin
+from programs import PROGRAMS
+
+#: the symbolic dim per program (input index, dim); the others: the first input's leading dim
+DIMS = {"encoder_layer": (0, 1)}
+SCALES = (0.75, 1.0, 1.25)
+
+
+def resized(inputs: tuple, which: int, dim: int, size: int) -> tuple:
+    shapes = [list(t.shape) for t in inputs]
+    shapes[which][dim] = size
+    return tuple(torch.randn(*s) for s in shapes)
+
+
+def run(name: str, repeats: int) -> list[dict]:
+    program, inputs = PROGRAMS[name].make()
+    which, dim = DIMS.get(name, (0, 0))
+    options = dict(measure="never", backend="torch")
+    symbolic = eqiforge.optimize(program, inputs, dynamic={which: [dim]}, **options)
+    rows = []
+    for scale in SCALES:
+        size = max(2, round(inputs[which].shape[dim] * scale))
+        example = resized(inputs, which, dim, size)
+        special = eqiforge.optimize(program, example, **options)
+        sets = [example] + [resized(inputs, which, dim, size) for _ in range(3)]
+        seconds = time_round_robin({"symbolic": symbolic, "specialised": special}, sets, repeats)
+        ratio = statistics.median(a / b for a, b in zip(seconds["symbolic"], seconds["specialised"]))
+        with torch.no_grad():
+            got, want = symbolic(*example), program(*example)
+            close = bool((got - want).abs().max() <= 1e-4 * want.abs().max())  # relative to the largest value
+        rows.append({"program": name, "size": size, "symbolic": bool(symbolic.symbolic), "close": close,
+                     "sym_us": statistics.median(seconds["symbolic"]) * 1e6,
+                     "spec_us": statistics.median(seconds["specialised"]) * 1e6, "ratio": ratio,
+                     "runs": symbolic.report.runs, "special_runs": special.report.runs})
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--repeats", type=int, default=40)
+    parser.add_argument("--programs", default=",".join(PROGRAMS))
+    parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "symbolic_algebra.md")
+    args = parser.parse_args()
+    torch.set_num_threads(2)
+    rows = [r for name in args.programs.split(",") for r in run(name, args.repeats)]
+    lines = [f"# The algebra suite with one dim symbolic (CPU, {torch.get_num_threads()} threads, "
+             f"{args.repeats} paired rounds, medians)", "",
+             "| program | size | one plan for every size? | matches eager | symbolic us | specialised us "
+             "| symbolic / specialised | symbolic runs | specialised runs |", "|---|---:|---|---|---:|---:|---:|---|---|"]
+    for r in rows:
+        lines.append(f"| {r['program']} | {r['size']} | {r['symbolic']} | {r['close']} | {r['sym_us']:.1f} "
+                     f"| {r['spec_us']:.1f} | {r['ratio']:.3f} | {r['runs']} | {r['special_runs']} |")
+    worst = max(r["ratio"] for r in rows)
+    lines += ["", f"Worst ratio {worst:.3f}; within 5% at every size: {worst <= 1.05}.", ""]
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text("\n".join(lines))
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
