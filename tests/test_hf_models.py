@@ -21,7 +21,7 @@ COMMON = dict(vocab_size=VOCAB, hidden_size=64, intermediate_size=128, num_hidde
               max_position_embeddings=64)
 FAMILIES = {
     "gpt2": lambda: transformers.GPT2LMHeadModel(transformers.GPT2Config(
-        n_layer=1, n_embd=64, n_head=4, vocab_size=VOCAB, n_positions=64)),  # SDPA attention, the default
+        n_layer=1, n_embd=64, n_head=4, vocab_size=VOCAB, n_positions=128)),  # SDPA; 128: decoding runs to 76
     "llama": lambda: transformers.LlamaForCausalLM(transformers.LlamaConfig(**COMMON, num_key_value_heads=2)),
     "mistral": lambda: transformers.MistralForCausalLM(transformers.MistralConfig(**COMMON, num_key_value_heads=2)),
     "qwen2": lambda: transformers.Qwen2ForCausalLM(transformers.Qwen2Config(**COMMON, num_key_value_heads=2)),
