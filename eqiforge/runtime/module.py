@@ -130,11 +130,18 @@ class OptimizedModule(torch.nn.Module):
     # a drop-in replacement is called every step: skip nn.Module's hook dispatch (it registers no hooks)
     __call__ = forward
 
-    def _structured(self, args, kwargs):
-        leaves, tree = flatten_call(args, kwargs)
+    def _structured(self, args, kwargs, leaves=None, tree=None):
+        """A call flattened first (to ``leaves, tree`` unless the caller already did: a decoding step's kwargs
+        and cache flatten in ~20 us, so a call routed to another signature's module flattens once)."""
+        if leaves is None:
+            leaves, tree = flatten_call(args, kwargs)
         tensors = self.call.tensors(leaves, tree)
         if tensors is None or not self.accepts(tensors):
             return self._other(args, kwargs, leaves, tree)
+        return self._accepted(args, kwargs, tensors)
+
+    def _accepted(self, args, kwargs, tensors):
+        """A call this module's plan is for (its tensor leaves ``tensors``): the plan, or the original program."""
         if self._original is None:
             return self._entry(*tensors)
         self._counts[1] += 1
@@ -157,11 +164,11 @@ class OptimizedModule(torch.nn.Module):
             self._static_error(leaves, tree)
         key = (tree, signature(leaves))
         if key in self.plans:
-            return self.plans.get(key)(*args, **kwargs)
+            return self.plans.get(key)._structured(args, kwargs, leaves, tree)
         for module in self._symbolic_plans:
             tensors = module.call.tensors(leaves, tree)
             if tensors is not None and module.accepts(tensors):
-                return module(*args, **kwargs)
+                return module._accepted(args, kwargs, tensors)
         if key in self._unplanned or not self.plans.has_room(key):
             if key not in self._unplanned and not self._past_capacity:  # said once, for all later signatures
                 self._past_capacity = True
