@@ -194,7 +194,7 @@ def generalize(optimized, captured, opts: Options, title: str) -> None:
     does not hold at other values; a bucket's plan that does not is dropped."""
     program = captured.symbolic
     shapes = lifted_inputs(captured)
-    arguments = [ident(n) for n in captured.input_names if n not in captured.param_inputs]
+    arguments = {n: ident(n) for n in captured.input_names if n not in captured.param_inputs}
     main = _symbolic_runner(optimized.plan, program.lifter, captured, title, optimized.report.rulesets)
     checked = [_checked(main, captured, values, opts) for values in program.check_values()]
     failed = next((c for c in checked if c.startswith("fails")), None)
@@ -209,7 +209,7 @@ def generalize(optimized, captured, opts: Options, title: str) -> None:
             buckets.append((values[symbol], bucket))
     runner = main if len(buckets) == 1 else BucketedPlan(
         sorted(buckets, key=lambda b: b[0]), symbolic.size_prelude(shapes, arguments, only=symbol)[0].replace(
-            variable(symbol), "size", 1), arguments)
+            variable(symbol), "size", 1), list(arguments.values()))
     optimized.generalize(runner, runner.source, shapes, {s: r[0] for s, r in program.ranges.items()})
     optimized.report.symbolic = (f"{program.describe()}; the plan checked at {'; '.join(checked) or 'the hints only'}"
                                  + "".join(f"; {n}" for n in notes))
@@ -221,7 +221,7 @@ def _symbolic_runner(plan, lifter, captured, title: str, rulesets) -> TorchPlan:
     try:
         lifted = symbolic.lift(plan.graph, lifter)
         prelude = symbolic.size_prelude(lifted_inputs(captured),
-                                        [ident(n) for n in names if n not in captured.param_inputs])
+                                        {n: ident(n) for n in names if n not in captured.param_inputs})
     except symbolic.NotSymbolic as err:
         raise EqiforgeError(f"no plan for every size: {err}") from None
     header = provenance(plan, title, rulesets) + [f"symbolic dims: {captured.symbolic.describe()}"]

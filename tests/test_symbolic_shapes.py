@@ -84,6 +84,20 @@ def test_declared_dynamic_dims_give_one_plan_for_every_length():
     assert opt.calls == {"plan": 5, "fallback": 0} and opt.plans.builds == 0
 
 
+def test_inputs_named_like_generated_variables_give_their_sizes_to_a_symbolic_plan():
+    def shared_factor(x1, x2, w):  # x1, x2 are renamed in the generated code (in_x1): it must read those
+        return x1 @ w + x2 @ w
+    gen = torch.Generator().manual_seed(3)
+    make = lambda n: (torch.randn(n, 12, generator=gen), torch.randn(n, 12, generator=gen),
+                      torch.randn(12, 10, generator=gen))
+    opt = eqiforge.optimize(shared_factor, make(9), dynamic={0: [0], 1: [0]}, measure="never")
+    assert opt.symbolic and "in_x1.shape[0]" in opt.source
+    for n in (9, 4, 30):
+        args = make(n)
+        torch.testing.assert_close(opt(*args), shared_factor(*args), rtol=1e-5, atol=1e-5)
+    assert opt.calls == {"plan": 3, "fallback": 0}
+
+
 def test_a_dim_becomes_symbolic_at_its_second_value_and_serves_every_later_one():
     opt = eqiforge.optimize(attention, qkv(8, 0), measure="never", original_if_no_better=False)
     assert not opt.symbolic

@@ -47,16 +47,17 @@ def input_shapes(graph: Graph, lifter: Lifter) -> dict[str, tuple]:
     return {n.attrs[0]: lifter.lift(n.shape) for n in graph.nodes if n.op == "Input"}
 
 
-def size_prelude(shapes: dict[str, tuple], names: list[str], only: str | None = None) -> list[str]:
-    """Statements binding every symbol of ``shapes`` (or ``only`` that one) from the first of ``names`` (the
-    function's arguments, as their identifiers) with a dim that is the symbol alone, or plus a constant."""
+def size_prelude(shapes: dict[str, tuple], arguments: dict[str, str], only: str | None = None) -> list[str]:
+    """Statements binding every symbol of ``shapes`` (input name -> shape; or ``only`` that symbol) from the
+    first of ``arguments`` (the function's, input name -> its identifier there) with a dim that is the symbol
+    alone, or plus a constant."""
     found: dict[str, str] = {}
-    for name in names:
+    for name, identifier in arguments.items():
         for d, size in enumerate(shapes.get(name, ())):
             if isinstance(size, SymInt):
                 symbol = _solved(size.poly)
                 if symbol and symbol[0] not in found:
-                    found[symbol[0]] = f"{name}.shape[{d}]" + (f" - {symbol[1]}" if symbol[1] else "")
+                    found[symbol[0]] = f"{identifier}.shape[{d}]" + (f" - {symbol[1]}" if symbol[1] else "")
     wanted = {s for shape in shapes.values() for size in shape if isinstance(size, SymInt) for s in size.poly.symbols}
     missing = sorted(({only} if only else wanted) - set(found))
     if missing:
