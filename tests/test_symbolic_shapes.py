@@ -4,6 +4,8 @@ The size algebra (eqiforge/dims.py) exactly; then programs optimized once and ca
 every output checked against eager on random inputs, the calls counted (``opt.calls``), the plans built
 counted (``opt.plans.builds``); and the safety net: a plan that does not hold at other sizes is not used
 for them."""
+import copy
+
 import pytest
 import torch
 
@@ -169,3 +171,8 @@ def test_where_the_best_plan_depends_on_the_size_each_range_gets_its_own():
         xs = torch.randn(rows, 64)
         torch.testing.assert_close(opt(xs, w1, w2), chain(xs, w1, w2), rtol=1e-4, atol=1e-4)
     assert opt.calls == {"plan": 5, "fallback": 0} and opt.plans.builds == 0
+    copied = copy.deepcopy(runner)  # the generated dispatch is bound again to the copy's own plans
+    for rows, plan in ((runner.bounds[0] - 1, small), (runner.bounds[0], large)):
+        xs = torch.randn(rows, 64)
+        assert torch.equal(runner(xs, w1, w2)[0], plan(xs, w1, w2)[0])
+        assert torch.equal(copied(xs, w1, w2)[0], plan(xs, w1, w2)[0])
