@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import math
 import os
+import warnings
 from dataclasses import dataclass, field, replace
 
 import torch
 
 from . import blocks, choice, cost, frontend, ops, validate
 from .egraph import saturate as sat
-from .errors import EqiforgeError
+from .errors import EqiforgeError, NoPlanForEverySize
 from .extract import Extraction, extract, next_best
 from .extract.dag import Selection
 from .dims import Lifter, instantiate, variable
@@ -114,17 +115,42 @@ def optimize(fn, example_inputs, example_kwargs=None, **options) -> OptimizedMod
     how long it took. With ``shapes="static"`` such a call is an error.
     """
     opts = Options(**normalise_options(options))
-    optimized = _optimize_call(fn, example_inputs, example_kwargs, opts, opts.dynamic, isinstance(opts.dynamic, dict))
+    optimized = _first_plan(fn, example_inputs, example_kwargs, opts)
     if opts.shapes == "specialize":
         optimized.plan_calls(optimized.call, lambda args, kwargs, dynamic: _optimize_call(fn, args, kwargs, opts, dynamic),
                              fn)
     return optimized
 
 
+def _first_plan(fn, args, kwargs, opts: Options) -> OptimizedModule:
+    """The example call's plan: for every value of the dims ``opts.dynamic`` names, where one holds at other
+    values (else one for the example's sizes, with a warning: later calls at other sizes try again)."""
+    if opts.dynamic:
+        try:
+            return _optimize_call(fn, args, kwargs, opts, opts.dynamic, isinstance(opts.dynamic, dict))
+        except NoPlanForEverySize as err:
+            why = str(err)
+    optimized = _optimize_call(fn, args, kwargs, opts)
+    if opts.dynamic:
+        note = f"dynamic={opts.dynamic!r} asked for a plan for every size, but there is {why}; the example's " \
+               "sizes got a plan of their own"
+        optimized.shape_log.append(note)
+        warnings.warn(f"eqiforge: {note}", stacklevel=3)
+    return optimized
+
+
 def _optimize_call(fn, args, kwargs, opts: Options, dynamic=None, declared: bool = False) -> OptimizedModule:
     """One plan, for the signature of the call ``fn(*args, **kwargs)``; with ``dynamic`` (tensor leaf ->
     dims, or ``Options.dynamic``), one plan for every value of those dims (``generalize``), or an
-    EqiforgeError saying why not; ``declared``: the user named them (a dim the program fixes is an error)."""
+    EqiforgeError saying why not (NoPlanForEverySize where the plan does not hold at other sizes);
+    ``declared``: the user named them (a dim the program fixes is an error). The calls EqiForge made itself
+    while choosing (timing candidates) are not counted in ``calls``."""
+    optimized = _plan_for_call(fn, args, kwargs, opts, dynamic, declared)
+    optimized.reset_calls()
+    return optimized
+
+
+def _plan_for_call(fn, args, kwargs, opts: Options, dynamic, declared: bool) -> OptimizedModule:
     timer = StageTimer()
     kwargs = kwargs or {}
     chooses_generator = opts.backend == "auto"  # the plan is lowered to torch code; Inductor is measured after
@@ -199,7 +225,7 @@ def generalize(optimized, captured, opts: Options, title: str) -> None:
     checked = [_checked(main, captured, values, opts) for values in program.check_values()]
     failed = next((c for c in checked if c.startswith("fails")), None)
     if failed:
-        raise EqiforgeError(f"no plan for every size: the plan lifted from {program.hints} {failed}")
+        raise NoPlanForEverySize(f"no plan for every size: the plan lifted from {program.hints} {failed}")
     (symbol, hint), = program.hints.items() if len(program.hints) == 1 else ((None, None),)
     buckets, notes = [(hint, main)], []
     for values in program.representative_values() if optimized.extraction and not optimized.shared_blocks else ():
@@ -223,7 +249,7 @@ def _symbolic_runner(plan, lifter, captured, title: str, rulesets) -> TorchPlan:
         prelude = symbolic.size_prelude(lifted_inputs(captured),
                                         {n: ident(n) for n in names if n not in captured.param_inputs})
     except symbolic.NotSymbolic as err:
-        raise EqiforgeError(f"no plan for every size: {err}") from None
+        raise NoPlanForEverySize(f"no plan for every size: {err}") from None
     header = provenance(plan, title, rulesets) + [f"symbolic dims: {captured.symbolic.describe()}"]
     return TorchPlan(to_torch_code(lifted, names, captured.param_inputs, header, prelude))
 

@@ -125,6 +125,7 @@ def test_a_second_optimization_reads_the_decision_from_the_cache(monkeypatch, tm
     fn, inputs = chain()
     first = eqiforge.optimize(fn, inputs, backend="torch", measure="always", measure_seconds=1.0)
     assert first.report.runs == "the plan" and "rounds); runs: plan" in first.report.measured
+    assert first.calls == {"plan": 0, "fallback": 0}  # the timed calls were EqiForge's, not the user's
     monkeypatch.setattr(timing, "time_candidates", lambda *a, **k: pytest.fail("measured again"))
     again = eqiforge.optimize(fn, inputs, backend="torch", measure="always", measure_seconds=1.0)
     assert again.report.runs == "the plan" and "read from EqiForge's cache); runs: plan" in again.report.measured

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import eqiforge
-from eqiforge import dims
+from eqiforge import api, dims
 from eqiforge.dims import Lifter, Poly, SymInt
 from eqiforge.errors import EqiforgeError
 
@@ -122,6 +122,18 @@ def test_a_plan_that_does_not_hold_at_other_sizes_is_not_used_for_them(monkeypat
     torch.testing.assert_close(opt(*args), attention(*args), rtol=1e-5, atol=1e-5)
     assert opt.plans.builds == 1 and not opt.plans.values()[0].symbolic
     assert "none for every size of" in opt.shape_log[0]
+
+
+def test_dims_asked_dynamic_whose_plan_does_not_hold_get_a_plan_for_the_example_with_a_warning(monkeypatch):
+    monkeypatch.setattr(api, "_checked", lambda *args: "fails at s=3: the plan checked made to fail")
+    with pytest.warns(UserWarning, match="asked for a plan for every size, but there is no plan for every size"):
+        opt = eqiforge.optimize(attention, qkv(8, 0), dynamic={"q": 2, "k": 2, "v": 2}, measure="never",
+                                original_if_no_better=False)
+    assert not opt.symbolic and "no plan for every size" in opt.shape_log[0]
+    for length in (8, 9):
+        args = qkv(length, 1)
+        torch.testing.assert_close(opt(*args), attention(*args), rtol=1e-5, atol=1e-5)
+    assert opt.calls == {"plan": 2, "fallback": 0} and opt.plans.builds == 1
 
 
 def test_a_declared_dim_the_program_fixes_is_a_clear_error():

@@ -112,6 +112,10 @@ class OptimizedModule(torch.nn.Module):
                 counts[k] += v
         return counts
 
+    def reset_calls(self) -> None:
+        """Start ``calls`` from zero (what EqiForge ran while choosing this module's plan is not the user's)."""
+        self._counts[:] = [0, 0]  # in place: the generated entry counts into this list
+
     def plan_calls(self, call: CallSpec, replan=None, original=None, capacity: int = DEFAULT_CAPACITY) -> None:
         """Calls flatten like ``call`` (the example's). With ``replan``, a call at another signature runs the
         module ``replan(args, kwargs)`` builds for it, kept in a PlanCache, for up to ``capacity`` signatures;
