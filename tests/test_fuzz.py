@@ -6,18 +6,19 @@ import json
 import subprocess
 import sys
 import time
+import types
 from pathlib import Path
 
 import pytest
 import torch
 
-from eqiforge.fuzz import programs, runner
+from eqiforge.fuzz import programs, runner, sizes
 from eqiforge.fuzz.__main__ import main as fuzz_main
 
 
 @pytest.mark.parametrize("count,triton", [
-    (4, 2),  # the default run: 4 programs x 2 configurations in rotation (one job per configuration) + 2 triton
-    pytest.param(20, 6, marks=pytest.mark.slow),  # 5 jobs per configuration + 6 triton jobs
+    (6, 2),  # the default run: 6 programs x 2 configurations in rotation (every configuration) + 2 triton
+    pytest.param(22, 6, marks=pytest.mark.slow),  # 4 jobs per configuration + 6 triton jobs
 ])
 def test_fixed_seed_sample_finds_nothing_wrong(tmp_path, count, triton):
     sample = ["--programs", str(count), "--per-program", "2", "--seed", "0", "--triton", str(triton), "--workers", "2"]
@@ -119,6 +120,41 @@ def test_plan_check_interventions_are_told_apart_from_passes():
     fell_back = "plan 1: output 0 differs from the program; fell back to the captured program, unoptimized: passed"
     assert not runner.Outcome("ok", validation=[passed, off, ""]).intervened
     assert runner.Outcome("ok", validation=[passed, fell_back]).intervened
+
+
+def test_other_sizes_grow_and_shrink_one_size_class_that_eager_runs():
+    def make_inputs(seed):
+        gen = torch.Generator().manual_seed(seed)
+        return torch.rand(5, 3, generator=gen).add_(0.5), torch.randn(3, 5, generator=gen)
+
+    def make_program():
+        return lambda x, w: (x @ w).view(5, 5).sum(0)  # the view fixes 5: only the class of size 3 may change
+
+    old, runs = sizes.variants(make_program, make_inputs)
+    assert old == 3 and [n for n, _ in runs] == [4, 7, 2]
+    (x, w), (x1, w1), (x2, w2) = runs[1][1], make_inputs(1), make_inputs(2)
+    assert x.shape == (5, 7) and w.shape == (7, 5)
+    assert torch.equal(x[:, :3], x1) and torch.equal(x[:, 3:6], x2) and torch.equal(x[:, 6:], x2[:, :1])
+    assert torch.equal(w[:3], w1) and bool((x >= 0.5).all())  # a positive input stays positive
+    assert torch.equal(runs[2][1][1], w1[:2])
+
+
+def test_a_sized_configuration_flags_a_plan_wrong_only_at_another_size(monkeypatch):
+    program, inputs, _, _ = _fp32_case()
+
+    class RightAtTheExampleSizeOnly:
+        calls, plans = {"plan": 0, "fallback": 0}, types.SimpleNamespace(values=lambda: [])
+
+        def __call__(self, x, w):
+            return program(x, w) + (0.0 if x.shape == inputs[0].shape else 1e-2)
+
+    monkeypatch.setattr(runner, "_optimized", lambda make, example, config, options: (
+        RightAtTheExampleSizeOnly(), []))
+    make_inputs = lambda seed: tuple(torch.randn(x.shape, generator=torch.Generator().manual_seed(seed))
+                                     for x in inputs)
+    outcome = runner.check(lambda: program, make_inputs, "dynamic", {}, "float32")
+    assert outcome.status == "wrong" and outcome.detail.startswith("at sizes 9, 17, 7 of the dims of size 8")
+    assert runner.check(lambda: program, make_inputs, "default", {}, "float32").status == "ok"
 
 
 def _alive(pid: int) -> bool:

@@ -39,11 +39,16 @@ import eqiforge
 from eqiforge.egraph import rulesets
 from eqiforge.errors import EqiforgeError
 
-from . import programs
+from . import programs, sizes
 from .programs import Program
 
 #: configurations of programs drawn with the torch profile
-CONFIGS = ("default", "rules", "limits", "greedy", "ilp", "nofold", "compile", "nonfinite")
+CONFIGS = ("default", "rules", "limits", "greedy", "ilp", "nofold", "compile", "nonfinite", "symbolic", "dynamic",
+           "compile_symbolic")
+#: configurations whose jobs also call the optimized program at other sizes (``sizes.variants``): optimize()
+#: making a dim symbolic at its second size, optimize(dynamic=True), the backend on Dynamo's dynamic graphs
+SIZED = ("symbolic", "dynamic", "compile_symbolic")
+COMPILED = ("compile", "compile_symbolic")  # configurations that run the torch.compile backend
 #: configurations of programs drawn with the (tiny) triton profile, under the Triton interpreter
 TRITON_CONFIGS = ("triton", "triton_rules")
 FAILURES = ("wrong", "crash", "hang", "invalid")
@@ -82,6 +87,7 @@ def job_options(config: str, seed: int) -> dict:
     return {
         # compile: a rejected graph runs unchanged (no Inductor compile per job), the plan as EqiForge's torch code
         "default": {}, "compile": {"fallback": "eager", "backend": "torch"}, "nonfinite": {"assume_finite": False},
+        "symbolic": {}, "dynamic": {"dynamic": True}, "compile_symbolic": {"fallback": "eager", "backend": "torch"},
         "rules": {"rules": some(algebra)},
         "limits": {"limits": eqiforge.Limits(iterations=2, enodes=2000, seconds=1.0)},
         "greedy": {"extractor": "greedy"}, "ilp": {"extractor": "ilp"}, "nofold": {"fold_constants": False},
@@ -119,6 +125,8 @@ class Outcome:
     eager_error: float | None = None
     validation: list[str] = field(default_factory=list)  # opt.report.validation of each optimization
     rules: list[str] = field(default_factory=list)  # rules that matched while saturating, for coverage
+    sizes: dict = field(default_factory=dict)  # SIZED configurations: the size class changed, the sizes called,
+    #                                            calls that ran a plan / anything else there, optimizations
     seconds: float = 0.0
 
     @property
@@ -133,6 +141,8 @@ class Outcome:
             lines.append(f"error {self.error:.3g} against float64 (allowed {self.allowed:.3g}, "
                          f"eager's error {self.eager_error:.3g})")
         lines += [f"plan check: {v}" for v in self.validation if v]
+        if self.sizes:
+            lines.append(_sizes_line(self.sizes))
         return "\n".join(lines)
 
 
@@ -166,6 +176,14 @@ def judge(got, eager, reference, dtype: str, compare_nonfinite: bool = False) ->
         if error / allowed > worst.error / worst.allowed:
             worst = Outcome("ok", error=error, allowed=allowed, eager_error=eager_error)
     return worst
+
+
+def _sizes_line(found: dict) -> str:
+    if not found.get("sizes"):
+        return "other sizes: no input dim can change size"
+    return (f"other sizes: dims of size {found['class']} at {', '.join(map(str, found['sizes']))}: "
+            f"{found['plan calls']} calls ran a plan, {found['other calls']} anything else; "
+            f"{found['optimizations']} optimizations in all")
 
 
 def _nonfinite(inputs, seed: int):
@@ -202,7 +220,7 @@ def _optimized(make_program, example, config: str, options: dict):
     """(the optimized callable, the Report of each optimization) for ``config``."""
     from eqiforge import dynamo  # imports triton: in a worker, only after TRITON_INTERPRET is set
 
-    if config != "compile":
+    if config not in COMPILED:
         opt = eqiforge.optimize(make_program(), example, **options)
         return opt, [opt.report]
     torch._dynamo.reset()
@@ -218,7 +236,8 @@ def _optimized(make_program, example, config: str, options: dict):
 
 
 def check(make_program, make_inputs, config: str, options: dict, dtype: str) -> Outcome:
-    """Optimize the program under ``config`` and judge it on fresh inputs (what a job and a reproducer run)."""
+    """Optimize the program under ``config`` and judge it on fresh inputs (what a job and a reproducer run);
+    a SIZED configuration then judges it at other sizes too (``sizes.variants``), in one call each."""
     nonfinite = config == "nonfinite"
     example, fresh = make_inputs(0), make_inputs(1)
     if nonfinite:
@@ -228,14 +247,13 @@ def check(make_program, make_inputs, config: str, options: dict, dtype: str) -> 
             eager = make_program()(*fresh)
     except Exception as err:  # noqa: BLE001
         return Outcome("invalid", f"the program fails in eager: {type(err).__name__}: {err}")
-    reference = _reference(make_program, fresh)
+    old, resized = sizes.variants(make_program, make_inputs) if config in SIZED else (None, [])
+    cases = [fresh] + [inputs for _, inputs in resized]
     try:
         optimized, reports = _optimized(make_program, example, config, options)
-        if config == "compile":  # called as users call a compiled model: autograd on
-            got = optimized(*fresh)
-        else:
-            with torch.no_grad():
-                got = optimized(*fresh)
+        got = [_call(optimized, fresh, config)]
+        before = _ran(optimized, config) if config in SIZED else None  # what the calls at other sizes ran
+        got += [_call(optimized, inputs, config) for inputs in cases[1:]]
     except KeyboardInterrupt:
         raise
     except EqiforgeError as err:
@@ -245,12 +263,68 @@ def check(make_program, make_inputs, config: str, options: dict, dtype: str) -> 
         return Outcome("crash", f"EqiforgeError wrapping an internal failure: {message}")
     except BaseException as err:  # noqa: BLE001 - a Rust panic is a BaseException
         return Outcome("crash", f"{type(err).__name__}: {err}".splitlines()[0] + "\n" + traceback.format_exc())
-    outcome = judge(got, eager, eager if reference is None else reference, dtype, nonfinite)
-    if reference is None:
-        outcome.detail = (outcome.detail + "; " if outcome.detail else "") + "no float64 run: eager is the reference"
+    outcome = _judged(make_program, cases, eager, got, dtype, nonfinite)
+    if old is not None and outcome.status == "wrong":
+        outcome.detail = f"at sizes {', '.join(str(n) for n, _ in resized)} of the dims of size {old}: " + \
+            outcome.detail
+    if config in SIZED:
+        reports = reports + _later_reports(optimized, config, before)
+        plans, others, _ = (now - then for now, then in zip(_ran(optimized, config), before))
+        outcome.sizes = {"class": old, "sizes": [n for n, _ in resized], "plan calls": plans,
+                         "other calls": others, "optimizations": len(reports)}
     outcome.validation = [r.validation for r in reports]
     outcome.rules = sorted({rule for r in reports for rule, n in r.matches_per_rule().items() if n})
     return outcome
+
+
+def _call(optimized, inputs, config: str):
+    if config in COMPILED:  # called as users call a compiled model: autograd on
+        return optimized(*inputs)
+    with torch.no_grad():
+        return optimized(*inputs)
+
+
+def _judged(make_program, cases: list, eager, got: list, dtype: str, nonfinite: bool) -> Outcome:
+    """The first failing verdict over ``cases`` (inputs; ``eager`` is the program's output on the first),
+    else the closest to failing."""
+    worst, note = None, ""
+    for i, (inputs, outputs) in enumerate(zip(cases, got)):
+        if i:
+            with torch.no_grad():
+                eager = make_program()(*inputs)
+        reference = _reference(make_program, inputs)
+        if reference is None and not note:
+            note = "no float64 run: eager is the reference"
+        outcome = judge(outputs, eager, eager if reference is None else reference, dtype, nonfinite)
+        if outcome.status != "ok":
+            worst = outcome
+            break
+        if worst is None or outcome.error / outcome.allowed > worst.error / worst.allowed:
+            worst = outcome
+    if note:
+        worst.detail = (worst.detail + "; " if worst.detail else "") + note
+    return worst
+
+
+def _ran(optimized, config: str) -> tuple[int, int, int]:
+    """(calls that ran an EqiForge plan, calls that ran anything else, the backend's reports) so far: the
+    backend's over the process, an OptimizedModule's own."""
+    if config in COMPILED:
+        from eqiforge import dynamo
+
+        counts = dynamo.call_counts()
+        return counts["plan"], counts["fallback"], len(dynamo.REPORTS)
+    counts = optimized.calls
+    return counts["plan"], counts["fallback"], 0
+
+
+def _later_reports(optimized, config: str, before) -> list:
+    """The reports of the optimizations after the example's (``before``: ``_ran`` then)."""
+    if config in COMPILED:
+        from eqiforge import dynamo
+
+        return dynamo.REPORTS[before[2]:]
+    return [module.report for module in optimized.plans.values()]
 
 
 # ---------------------------------------------------------------------------------------- workers
@@ -407,7 +481,20 @@ def summarize(results: list[tuple[Job, Outcome]], wall_seconds: float, command: 
                                       "validation": [v for v in o.validation if v]}
                                      for j, o in results if o.intervened],
         "rules": rule_coverage(outcomes),
+        "other sizes": other_sizes(results),
     }
+
+
+def other_sizes(results) -> dict:
+    """What the SIZED configurations' jobs did at other sizes: jobs judged there (and those whose inputs had no
+    dim that could change), their calls there, and how many of them ran a plan at every such call and how many
+    needed at most 2 optimizations in all (the example's, and one for every size)."""
+    found = [o.sizes for _, o in results if o.sizes]
+    resized = [f for f in found if f["sizes"]]
+    return {"jobs": len(found), "resized": len(resized), "no dim can change": len(found) - len(resized),
+            "calls": sum(f["plan calls"] + f["other calls"] for f in resized),
+            "every call a plan": sum(not f["other calls"] for f in resized),
+            "at most 2 optimizations": sum(f["optimizations"] <= 2 for f in resized)}
 
 
 def summary_markdown(summary: dict) -> str:
@@ -429,6 +516,13 @@ def summary_markdown(summary: dict) -> str:
                                                        or ["none"])
     out += ["", "## Plan check interventions", ""] + ([f"- `{i['reproducer']}`: {'; '.join(i['validation'])}"
                                                        for i in summary["plan check interventions"]] or ["none"])
+    sized = summary["other sizes"]
+    if sized["jobs"]:
+        out += ["", "## Other sizes (configurations " + ", ".join(SIZED) + ")", "",
+                f"{sized['resized']} of {sized['jobs']} jobs judged at other sizes too ({sized['calls']} calls; the "
+                f"other {sized['no dim can change']} had no input dim eager runs at another size); every such call "
+                f"ran a plan in {sized['every call a plan']}, at most 2 optimizations in "
+                f"{sized['at most 2 optimizations']}."]
     rules = summary["rules"]
     out += ["", "## Rule coverage (jobs in which a rule matched)", "",
             ", ".join(f"{r} {n}" for r, n in rules["matched"].items()) or "none", "",
