@@ -20,28 +20,33 @@ import eqiforge
 from measure import time_round_robin
 from programs import PROGRAMS
 
-#: the symbolic dim per program (input index, dim); the others: the first input's leading dim
-DIMS = {"encoder_layer": (0, 1)}
+#: the symbolic dim per program (input index -> its dims that take that size); the others: the first input's
+#: leading dim. Inputs that share the dim resize together (x + y needs both).
+DIMS = {"encoder_layer": {0: [1]}, "distribute_scale": {0: [0], 1: [0]}, "elementwise": {0: [0], 1: [0]},
+        "shared_factor_sum": {i: [0] for i in range(4)}}
 SCALES = (0.75, 1.0, 1.25)
 
 
-def resized(inputs: tuple, which: int, dim: int, size: int) -> tuple:
+def resized(inputs: tuple, dims: dict, size: int) -> tuple:
     shapes = [list(t.shape) for t in inputs]
-    shapes[which][dim] = size
+    for which, ds in dims.items():
+        for d in ds:
+            shapes[which][d] = size
     return tuple(torch.randn(*s) for s in shapes)
 
 
 def run(name: str, repeats: int) -> list[dict]:
     program, inputs = PROGRAMS[name].make()
-    which, dim = DIMS.get(name, (0, 0))
+    dims = DIMS.get(name, {0: [0]})
+    which, dim = next((w, ds[0]) for w, ds in dims.items())
     options = dict(measure="never", backend="torch")
-    symbolic = eqiforge.optimize(program, inputs, dynamic={which: [dim]}, **options)
+    symbolic = eqiforge.optimize(program, inputs, dynamic=dims, **options)
     rows = []
     for scale in SCALES:
         size = max(2, round(inputs[which].shape[dim] * scale))
-        example = resized(inputs, which, dim, size)
+        example = resized(inputs, dims, size)
         special = eqiforge.optimize(program, example, **options)
-        sets = [example] + [resized(inputs, which, dim, size) for _ in range(3)]
+        sets = [example] + [resized(inputs, dims, size) for _ in range(3)]
         seconds = time_round_robin({"symbolic": symbolic, "specialised": special}, sets, repeats)
         ratio = statistics.median(a / b for a, b in zip(seconds["symbolic"], seconds["specialised"]))
         with torch.no_grad():
