@@ -74,8 +74,8 @@ def main() -> None:
     rows = [run(name, build, args.tokens, args.rounds) for name, build in models().items()]
     lines = [f"# Greedy decoding of {args.tokens} tokens through optimize() (CPU, {torch.get_num_threads()} "
              f"threads, {args.rounds} paired rounds, medians)", "",
-             "| model | tokens equal eager's | calls over every decode (plan / other) | plans built | optimize + first decode s "
-             "| eager us/token | eqiforge us/token (x eager) | torch.compile(dynamic=True) us/token (x eager) |",
+             "| model | tokens equal eager's | calls over every decode (plan / other) | plans built "
+             "| optimize + first decode s | eager us/token | eqiforge us/token (x eager) | torch.compile(dynamic=True) us/token (x eager) |",
              "|---|---|---|---:|---:|---:|---:|---:|"]
     for r in rows:
         t, q = r["per_token"], r["ratio"]

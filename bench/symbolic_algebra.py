@@ -73,7 +73,8 @@ def main() -> None:
     lines = [f"# The algebra suite with one dim symbolic (CPU, {torch.get_num_threads()} threads, "
              f"{args.repeats} paired rounds of {CALLS} calls each, medians)", "",
              "| program | size | one plan for every size? | matches eager | symbolic us | specialised us "
-             "| symbolic / specialised | symbolic runs | specialised runs |", "|---|---:|---|---|---:|---:|---:|---|---|"]
+             "| symbolic / specialised | symbolic runs | specialised runs |",
+             "|---|---:|---|---|---:|---:|---:|---|---|"]
     for r in rows:
         lines.append(f"| {r['program']} | {r['size']} | {r['symbolic']} | {r['close']} | {r['sym_us']:.1f} "
                      f"| {r['spec_us']:.1f} | {r['ratio']:.3f} | {r['runs']} | {r['special_runs']} |")

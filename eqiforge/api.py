@@ -117,8 +117,8 @@ def optimize(fn, example_inputs, example_kwargs=None, **options) -> OptimizedMod
     opts = Options(**normalise_options(options))
     optimized = _first_plan(fn, example_inputs, example_kwargs, opts)
     if opts.shapes == "specialize":
-        optimized.plan_calls(optimized.call, lambda args, kwargs, dynamic: _optimize_call(fn, args, kwargs, opts, dynamic),
-                             fn)
+        optimized.plan_calls(optimized.call,
+                             lambda args, kwargs, dynamic: _optimize_call(fn, args, kwargs, opts, dynamic), fn)
     return optimized
 
 

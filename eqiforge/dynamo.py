@@ -234,8 +234,8 @@ def _measured_choice(gm, example_inputs, optimized, examples, live, weights, str
                 for fresh in choice.input_sets(*examples)]  # activations copied, weights shared
         candidates = [choice.Candidate("graph", choice.rotating(lambda *x: graph(list(x)), sets),
                                        report.predicted_written or report.predicted_before, gm.code),
-                      choice.Candidate("plan", choice.rotating(lambda *x: plan.uncounted(list(x)), sets), report.predicted_after,
-                                       optimized.source)]
+                      choice.Candidate("plan", choice.rotating(lambda *x: plan.uncounted(list(x)), sets),
+                                       report.predicted_after, optimized.source)]
         decision = choice.choose(candidates, opts.measure, opts.measure_seconds, opts.min_gain, opts.cache,
                                  key=gm.code, device=examples[0].device.type if examples else "cpu")
     report.measured = decision.describe()

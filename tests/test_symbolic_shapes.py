@@ -77,7 +77,8 @@ def qkv(length: int, seed: int):
 
 
 def test_declared_dynamic_dims_give_one_plan_for_every_length():
-    opt = eqiforge.optimize(attention, qkv(8, 0), dynamic={"q": 2, "k": 2, "v": 2}, measure="never", original_if_no_better=False)
+    opt = eqiforge.optimize(attention, qkv(8, 0), dynamic={"q": 2, "k": 2, "v": 2}, measure="never",
+                            original_if_no_better=False)
     assert opt.symbolic and "priced at" in opt.report.symbolic and "checked at" in opt.report.symbolic
     assert "sym_" in opt.source  # the code reads its sizes from its inputs
     for length in (8, 3, 21, 40, 8):
