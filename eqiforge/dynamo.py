@@ -50,7 +50,7 @@ from torch._subclasses.fake_tensor import unset_fake_temporarily
 from torch.fx.experimental.proxy_tensor import make_fx
 
 from . import api, choice, frontend
-from .dims import choose_hints
+from .dims import NotPolynomial, choose_hints
 from .errors import EqiforgeError
 from .frontend.symbolic import SizeEnv, SymbolicProgram, symbolic_sizes
 from .report import StageTimer
@@ -494,7 +494,10 @@ def _symbolic_plan(gm, examples: list, opts: api.Options, weights: dict) -> tupl
     fake; ``weights``, input position -> tensor, are constants): the graph converted at size hints,
     optimized once, its plan lifted and checked at other sizes (api.generalize); runs as torch code. (None,
     why not) when it cannot be."""
-    sizes = symbolic_sizes(gm)
+    try:
+        sizes = symbolic_sizes(gm)
+    except NotPolynomial as err:  # a floor division or the like of a symbolic size
+        return None, str(err)
     if sizes is None:
         return None, "no symbolic size in the graph"
     placeholders = [n.name for n in gm.graph.nodes if n.op == "placeholder"]

@@ -137,6 +137,27 @@ def test_dims_asked_dynamic_whose_plan_does_not_hold_get_a_plan_for_the_example_
     assert opt.calls == {"plan": 2, "fallback": 0} and opt.plans.builds == 1
 
 
+def test_a_size_that_is_not_a_polynomial_of_the_dims_gets_plans_per_size():
+    def third(x):  # chunk sizes are ceil(n / 3): a floor division, outside what symbolic plans handle
+        return x.chunk(3, dim=0)[-1] * 2.0
+    gen = torch.Generator().manual_seed(5)
+    with pytest.warns(UserWarning, match=r"no plan for every size: size .*//3"):
+        opt = eqiforge.optimize(third, (torch.randn(9, 4, generator=gen),), dynamic={0: [0]}, measure="never",
+                                original_if_no_better=False)
+    assert not opt.symbolic
+    for rows in (9, 10, 14):
+        x = torch.randn(rows, 4, generator=gen)
+        torch.testing.assert_close(opt(x), third(x))
+    assert opt.calls == {"plan": 3, "fallback": 0}
+    compiled = torch.compile(third, backend="eqiforge", dynamic=True, options={"original_if_no_better": False})
+    before = eqiforge.dynamo.call_counts()
+    with pytest.warns(UserWarning, match=r"no plan for every size \(size .*//3.*it specialises the graph per shape"):
+        for rows in (9, 10, 14):
+            x = torch.randn(rows, 4, generator=gen)
+            torch.testing.assert_close(compiled(x), third(x))
+    assert eqiforge.dynamo.call_counts()["plan"] - before["plan"] == 3
+
+
 def test_a_declared_dim_the_program_fixes_is_a_clear_error():
     def fixed(x):
         return x.reshape(2, 3, 4) * 2.0  # the dim is 12, always

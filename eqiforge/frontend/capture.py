@@ -42,8 +42,8 @@ from torch.export.graph_signature import InputKind
 from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
 from torch.utils import _pytree as pytree
 
-from ..dims import choose_hints
-from ..errors import EqiforgeError
+from ..dims import NotPolynomial, choose_hints
+from ..errors import EqiforgeError, NoPlanForEverySize
 from ..ir import Graph
 from . import aten
 from .as_written import WrittenCall, written_calls
@@ -126,22 +126,26 @@ def capture_symbolic(fn_or_module, example_inputs, example_kwargs, dynamic: dict
         if declared and "Constraints violated" in str(failed.error):
             raise EqiforgeError(f"capturing {name}: a dim declared dynamic is specialised by the program (it "
                                 f"branches on its value or fixes it): {failed.error}") from failed.error
-        raise EqiforgeError(f"capturing {name} with symbolic dims: {failed.describe()}") from failed.error
+        raise NoPlanForEverySize(f"no plan for every size: capturing {name} with symbolic dims: "
+                                 f"{failed.describe()}") from failed.error
     if traced.mutated:
         raise EqiforgeError(f"the program updates {traced.mutated} in place; EqiForge optimizes pure programs")
     names = traced.rename(input_names)
-    sizes = symbolic_sizes(traced.gm)
-    if sizes is None:
-        if declared:
-            raise EqiforgeError(f"capturing {name}: the dims declared dynamic {dynamic} are all specialised by "
-                                "the program (it fixes their values)")
-        return None
-    hints = choose_hints(sizes.symbols, sizes.expressions, sizes.static, sizes.observed)
+    try:
+        sizes = symbolic_sizes(traced.gm)
+        if sizes is None:
+            if declared:
+                raise EqiforgeError(f"capturing {name}: the dims declared dynamic {dynamic} are all specialised "
+                                    "by the program (it fixes their values)")
+            return None
+        hints = choose_hints(sizes.symbols, sizes.expressions, sizes.static, sizes.observed)
 
-    def convert(env: SizeEnv, lifter):
-        return _to_ir(traced, fold_params, name, env, lifter)[0]
-    program = SymbolicProgram(sizes, hints, convert)
-    graph, param_inputs = _to_ir(traced, fold_params, name, SizeEnv(hints), program.lifter)
+        def convert(env: SizeEnv, lifter):
+            return _to_ir(traced, fold_params, name, env, lifter)[0]
+        program = SymbolicProgram(sizes, hints, convert)
+        graph, param_inputs = _to_ir(traced, fold_params, name, SizeEnv(hints), program.lifter)
+    except NotPolynomial as err:  # a floor division or the like of a symbolic size
+        raise NoPlanForEverySize(f"no plan for every size: {err}") from None
     source = fn_or_module if isinstance(fn_or_module, torch.nn.Module) else None
     written = [SizeEnv(hints).written(w) for w in traced.written]
     return Captured(graph, names, flat.out_spec, source, param_inputs, written, call, inputs, traced.fallback,
