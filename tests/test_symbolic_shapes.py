@@ -158,6 +158,21 @@ def test_a_size_that_is_not_a_polynomial_of_the_dims_gets_plans_per_size():
     assert eqiforge.dynamo.call_counts()["plan"] - before["plan"] == 3
 
 
+def test_a_size_relation_torch_only_guards_gets_plans_per_size():
+    gen = torch.Generator().manual_seed(6)
+    w = torch.randn(48, 3, generator=gen)
+
+    def flat(x):  # export keeps both dims of x symbolic, guarding s0 * s1 == 48: no hints satisfy it
+        return x.reshape(48) @ w
+    with pytest.warns(UserWarning, match="no plan for every size: at the size hints"):
+        opt = eqiforge.optimize(flat, (torch.randn(24, 2, generator=gen),), dynamic=True, measure="never",
+                                original_if_no_better=False)
+    for shape in ((24, 2), (12, 4)):
+        x = torch.randn(*shape, generator=gen)
+        torch.testing.assert_close(opt(x), flat(x))
+    assert opt.calls == {"plan": 2, "fallback": 0} and not opt.symbolic
+
+
 def test_a_declared_dim_the_program_fixes_is_a_clear_error():
     def fixed(x):
         return x.reshape(2, 3, 4) * 2.0  # the dim is 12, always

@@ -133,19 +133,22 @@ def capture_symbolic(fn_or_module, example_inputs, example_kwargs, dynamic: dict
     names = traced.rename(input_names)
     try:
         sizes = symbolic_sizes(traced.gm)
-        if sizes is None:
-            if declared:
-                raise EqiforgeError(f"capturing {name}: the dims declared dynamic {dynamic} are all specialised "
-                                    "by the program (it fixes their values)")
-            return None
-        hints = choose_hints(sizes.symbols, sizes.expressions, sizes.static, sizes.observed)
-
-        def convert(env: SizeEnv, lifter):
-            return _to_ir(traced, fold_params, name, env, lifter)[0]
-        program = SymbolicProgram(sizes, hints, convert)
-        graph, param_inputs = _to_ir(traced, fold_params, name, SizeEnv(hints), program.lifter)
     except NotPolynomial as err:  # a floor division or the like of a symbolic size
         raise NoPlanForEverySize(f"no plan for every size: {err}") from None
+    if sizes is None:
+        if declared:
+            raise EqiforgeError(f"capturing {name}: the dims declared dynamic {dynamic} are all specialised by "
+                                "the program (it fixes their values)")
+        return None
+    hints = choose_hints(sizes.symbols, sizes.expressions, sizes.static, sizes.observed)
+
+    def convert(env: SizeEnv, lifter):
+        return _to_ir(traced, fold_params, name, env, lifter)[0]
+    program = SymbolicProgram(sizes, hints, convert)
+    try:
+        graph, param_inputs = _to_ir(traced, fold_params, name, SizeEnv(hints), program.lifter)
+    except (NotPolynomial, EqiforgeError) as err:  # at the hints, e.g. a size relation torch only guards
+        raise NoPlanForEverySize(f"no plan for every size: at the size hints {hints}: {err}") from None
     source = fn_or_module if isinstance(fn_or_module, torch.nn.Module) else None
     written = [SizeEnv(hints).written(w) for w in traced.written]
     return Captured(graph, names, flat.out_spec, source, param_inputs, written, call, inputs, traced.fallback,
