@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import random
 import statistics
+import sys
 import time
 from pathlib import Path
 
@@ -75,14 +76,16 @@ def main() -> None:
     lines = [f"# Greedy decoding of {args.tokens} tokens through optimize() (CPU, {torch.get_num_threads()} "
              f"threads, {args.rounds} paired rounds, medians)", "",
              "| model | tokens equal eager's | calls over every decode (plan / other) | plans built "
-             "| optimize + first decode s | eager us/token | eqiforge us/token (x eager) | torch.compile(dynamic=True) us/token (x eager) |",
+             "| optimize + first decode s | eager us/token | eqiforge us/token (x eager) "
+             "| torch.compile(dynamic=True) us/token (x eager) |",
              "|---|---|---|---:|---:|---:|---:|---:|"]
     for r in rows:
         t, q = r["per_token"], r["ratio"]
         lines.append(f"| {r['name']} | {r['equal']} | {r['calls']['plan']} / {r['calls']['fallback']} | {r['plans']} "
                      f"| {r['first']:.1f} | {t['eager'] * 1e6:.0f} | {t['eqiforge'] * 1e6:.0f} ({q['eqiforge']:.2f}) "
                      f"| {t['torch.compile(dynamic=True)'] * 1e6:.0f} ({q['torch.compile(dynamic=True)']:.2f}) |")
-    lines += ["", "Symbolic dims of the decoding step's plan: " + "; ".join(r["symbolic"] for r in rows), ""]
+    lines += ["", "Symbolic dims of the decoding step's plan:", ""] + [f"- {r['name']}: {r['symbolic']}" for r in rows]
+    lines += ["", f"`python bench/decode_symbolic.py {' '.join(sys.argv[1:])}`".replace(" `", "`"), ""]
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text("\n".join(lines))
     print("\n".join(lines))
