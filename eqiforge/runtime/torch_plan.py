@@ -27,10 +27,8 @@ def compile_function(source: str, name: str, namespace: dict):
 
 class _GeneratedForward(torch.nn.Module):
     """A module whose ``forward`` is a generated function (an instance attribute: one Python frame per call,
-    no nn.Module dispatch), bound again (``_bind``) after a move, a copy or unpickling."""
-
-    def _bind(self) -> None:
-        raise NotImplementedError
+    no nn.Module dispatch), which the subclass's ``_bind`` makes and which is made again after a move, a copy
+    or unpickling."""
 
     def _apply(self, fn, recurse=True):
         moved = super()._apply(fn, recurse)
