@@ -48,6 +48,7 @@ from torch._inductor.compile_fx import compile_fx_inner
 from torch._inductor.decomposition import select_decomp_table
 from torch._subclasses.fake_tensor import unset_fake_temporarily
 from torch.fx.experimental.proxy_tensor import make_fx
+from torch.fx.experimental.symbolic_shapes import optimization_hint
 
 from . import api, choice, frontend
 from .dims import NotPolynomial, choose_hints
@@ -362,6 +363,15 @@ def _symbolic(value) -> bool:
     return isinstance(value, torch.SymInt)
 
 
+def _at_hint(example):
+    """A real value for a dynamic graph's input at the sizes Dynamo traced it with (its symbols' hints)."""
+    if isinstance(example, torch.SymInt):
+        return optimization_hint(example)
+    if isinstance(example, torch.Tensor) and _symbolic(example):
+        return _concrete(example, ([optimization_hint(d) for d in example.shape], example.dtype))
+    return _concrete(example)
+
+
 def _concrete(example, entry=None):
     """A real value for a graph input: ``example`` (Dynamo's) at the sizes of its signature ``entry``
     (None: the example's own, static ones, and its strides: Inductor compiles for the strides it is shown
@@ -397,8 +407,15 @@ class ShapePlans:
         self.runs, self.fallback_runs, self.why = Counter(), Counter(), {}
         self._fallback_run = None
         self.symbolic, self.symbolic_why = _symbolic_plan(gm, self.examples, opts, weights)
+        self.graph_every_size = None  # the graph as the fallback compiles it, where measured faster than the plan
+        if self.symbolic is not None and opts.measure != "never":
+            self._measure_every_size()
 
     def __call__(self, args):
+        if self.graph_every_size is not None:
+            self.fallback_runs["every size"] += 1
+            CALLS["fallback"] += 1
+            return self.graph_every_size(list(args))
         if self.symbolic is not None and self.symbolic.accepts(args):
             self.runs["every size"] += 1
             CALLS["plan"] += 1
@@ -466,6 +483,34 @@ class ShapePlans:
             raise _NoPlan(why, quiet=True)
         optimized.report.runs = f"the plan for the dynamic inputs' signature {key}"
         return _Specialised(optimized.runner.forward, live, outputs)
+
+    def _measure_every_size(self) -> None:
+        """The plan for every size timed against the graph as the fallback compiles it (Inductor, dynamic
+        shapes), once, at the traced call's sizes (choice.py's protocol and cache): where the graph is faster
+        beyond the spread, it serves every size and no plan per shape is built."""
+        report, compiled = self.symbolic.module.report, []
+
+        def compile_graph():
+            compiled.append(_fallback_compiler(self.fallback)(self.gm, self.examples))
+        args = [self.weights[i] if i in self.weights else _at_hint(e) for i, e in enumerate(self.examples)]
+        live = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor) and i not in self.weights]
+        with unset_fake_temporarily(), torch.no_grad():
+            sets = [[fresh[live.index(i)] if i in live else a for i, a in enumerate(args)]
+                    for fresh in choice.input_sets(*[args[i] for i in live])]  # activations copied, weights shared
+            candidates = [choice.Candidate("graph", choice.rotating(lambda *x: compiled[0](list(x)), sets),
+                                           report.predicted_written or report.predicted_before, self.gm.code,
+                                           prepare=compile_graph),
+                          choice.Candidate("plan", choice.rotating(lambda *x: self.symbolic(list(x)), sets),
+                                           report.predicted_after, self.symbolic.module.source)]
+            decision = choice.choose(candidates, self.opts.measure, self.opts.measure_seconds, self.opts.min_gain,
+                                     self.opts.cache, key=self.gm.code + "\n# every size",
+                                     device=args[live[0]].device.type if live else "cpu")
+        report.measured = decision.describe()
+        if decision.medians and decision.runs == "graph":
+            if not compiled:  # the decision came from the cache
+                compile_graph()
+            self.graph_every_size = compiled[0]
+            report.runs = f"the original graph, {FALLBACKS[self.fallback]}, at every size (measured: {decision.why})"
 
     def _fallback(self, args):
         if self._fallback_run is None:

@@ -201,6 +201,37 @@ def test_torch_compile_optimizes_a_dynamic_graph_once_for_every_length():
     assert dynamo.SHAPE_PLANS[-1].cache.builds == 0 and "checked at" in dynamo.REPORTS[-1].symbolic
 
 
+def test_a_dynamic_graph_runs_as_the_fallback_compiles_it_where_that_is_measured_faster(monkeypatch, tmp_path):
+    """The plan for every size made three times slower by construction: timed once against the graph, the graph
+    serves every size, and no plan per shape is built."""
+    from eqiforge import dynamo
+
+    monkeypatch.setenv("EQIFORGE_CACHE_DIR", str(tmp_path))
+
+    class Slowed(api.TorchPlan):
+        def _bind(self):
+            super()._bind()
+            forward = self.forward
+            self.forward = lambda *x: (forward(*x), forward(*x), forward(*x))[2]
+    monkeypatch.setattr(api, "TorchPlan", Slowed)
+    torch._dynamo.reset()
+    compiled = torch.compile(attention, backend="eqiforge", options={"original_if_no_better": False,
+                                                                     "measure": "always", "measure_seconds": 1.0,
+                                                                     "fallback": "eager"})
+    with torch.no_grad():
+        args = qkv(8, 0)
+        torch.testing.assert_close(compiled(*args), attention(*args), rtol=1e-5, atol=1e-5)
+        before = dynamo.call_counts()
+        for length in (9, 10, 17):
+            args = qkv(length, length)
+            torch.testing.assert_close(compiled(*args), attention(*args), rtol=1e-5, atol=1e-5)
+    plans = dynamo.SHAPE_PLANS[-1]
+    assert plans.graph_every_size is not None and plans.cache.builds == 0
+    assert dynamo.call_counts()["fallback"] - before["fallback"] == 3
+    assert dynamo.REPORTS[-1].runs.startswith("the original graph, unchanged, op by op, at every size (measured")
+    assert dynamo.REPORTS[-1].measured.endswith("runs: graph")
+
+
 def chain(x, w1, w2):
     return x @ w1 @ w2
 
