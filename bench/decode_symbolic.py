@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import random
 import statistics
-import sys
 import time
 from pathlib import Path
 
@@ -23,6 +22,7 @@ import transformers
 
 import eqiforge
 from eqiforge.examples import greedy
+from measure import write_results
 
 VOCAB = 128
 
@@ -85,10 +85,8 @@ def main() -> None:
                      f"| {r['first']:.1f} | {t['eager'] * 1e6:.0f} | {t['eqiforge'] * 1e6:.0f} ({q['eqiforge']:.2f}) "
                      f"| {t['torch.compile(dynamic=True)'] * 1e6:.0f} ({q['torch.compile(dynamic=True)']:.2f}) |")
     lines += ["", "Symbolic dims of the decoding step's plan:", ""] + [f"- {r['name']}: {r['symbolic']}" for r in rows]
-    lines += ["", f"`python bench/decode_symbolic.py {' '.join(sys.argv[1:])}`".replace(" `", "`"), ""]
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text("\n".join(lines))
-    print("\n".join(lines))
+    lines.append("")
+    write_results(args.out, lines)
     if not all(r["equal"] and r["calls"]["fallback"] == 0 and r["plans"] <= 3 for r in rows):
         raise SystemExit("acceptance not met: see the table")
 

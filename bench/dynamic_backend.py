@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import sys
 import tempfile
 import warnings
 from pathlib import Path
@@ -25,7 +24,7 @@ os.environ["EQIFORGE_CACHE_DIR"] = tempfile.mkdtemp(prefix="eqiforge-bench-")  #
 import torch  # noqa: E402
 
 from eqiforge import dynamo  # noqa: E402
-from measure import time_round_robin  # noqa: E402
+from measure import time_round_robin, write_results  # noqa: E402
 
 WIDTH, HEADS, BATCH = 128, 4, 4
 
@@ -81,11 +80,8 @@ def main() -> None:
         lines.append(f"| {length} | {close} | " + " | ".join(f"{median[k] * 1e6:.0f} ({ratio[k]:.3f})"
                                                              for k in variants) + " |")
     lines += ["", f"The backend's calls while timed: {counts['plan']} ran a plan, {counts['fallback']} anything "
-              "else.", "", f"Its dynamic graph runs: {report.runs}.", "", f"Measured: {report.measured}.", "",
-              f"`python bench/dynamic_backend.py {' '.join(sys.argv[1:])}`".replace(" `", "`"), ""]
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text("\n".join(lines))
-    print("\n".join(lines))
+              "else.", "", f"Its dynamic graph runs: {report.runs}.", "", f"Measured: {report.measured}.", ""]
+    write_results(args.out, lines)
 
 
 if __name__ == "__main__":

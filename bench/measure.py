@@ -13,7 +13,9 @@ import ctypes
 import os
 import random
 import statistics
+import sys
 import time
+from pathlib import Path
 from typing import Callable
 
 import torch
@@ -116,6 +118,15 @@ class OtherLoad:
             others = (busy - self._start[0]) - (own - self._start[1])
             self.cores = max(0.0, others / (wall - self._start[2]))
         return False
+
+
+def write_results(out: Path, lines: list[str]) -> None:
+    """Write a benchmark's result page (``lines``, then the command that ran it) to ``out``, and print it."""
+    command = " ".join(["python", f"bench/{Path(sys.argv[0]).name}", *sys.argv[1:]])
+    text = "\n".join([*lines, f"`{command}`", ""])
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(text)
+    print(text)
 
 
 def _machine_busy_seconds() -> float | None:

@@ -13,13 +13,12 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 from pathlib import Path
 
 import torch
 
 import eqiforge
-from measure import time_round_robin
+from measure import time_round_robin, write_results
 from programs import PROGRAMS
 
 #: the symbolic dim per program (input index -> its dims that take that size); the others: the first input's
@@ -79,11 +78,8 @@ def main() -> None:
         lines.append(f"| {r['program']} | {r['size']} | {r['symbolic']} | {r['close']} | {r['sym_us']:.1f} "
                      f"| {r['spec_us']:.1f} | {r['ratio']:.3f} | {r['runs']} | {r['special_runs']} |")
     worst = max(r["ratio"] for r in rows)
-    lines += ["", f"Worst ratio {worst:.3f}; within 5% at every size: {worst <= 1.05}.", "",
-              f"`python bench/symbolic_algebra.py {' '.join(sys.argv[1:])}`".replace(" `", "`"), ""]
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text("\n".join(lines))
-    print("\n".join(lines))
+    lines += ["", f"Worst ratio {worst:.3f}; within 5% at every size: {worst <= 1.05}.", ""]
+    write_results(args.out, lines)
 
 
 if __name__ == "__main__":
