@@ -231,8 +231,7 @@ def _measured_choice(gm, example_inputs, optimized, examples, live, weights, str
     plan = _plan_callable(optimized, examples, live, strides)
     graph = _fallback_compiler(fallback)(gm, example_inputs)
     with unset_fake_temporarily(), torch.no_grad():
-        sets = [[weights[i] if i in weights else fresh[live.index(i)] for i in range(len(example_inputs))]
-                for fresh in choice.input_sets(*examples)]  # activations copied, weights shared
+        sets = _timing_sets(len(example_inputs), weights, live, examples)
         candidates = [choice.Candidate("graph", choice.rotating(lambda *x: graph(list(x)), sets),
                                        report.predicted_written or report.predicted_before, gm.code),
                       choice.Candidate("plan", choice.rotating(lambda *x: plan.uncounted(list(x)), sets),
@@ -245,6 +244,13 @@ def _measured_choice(gm, example_inputs, optimized, examples, live, weights, str
     report.runs = f"the original graph, {FALLBACKS[fallback]} (" + (
         f"measured: {decision.why})" if decision.medians else f"{why})")
     return _Fallback(graph)
+
+
+def _timing_sets(count: int, fixed: dict, live: list[int], examples: list) -> list[list]:
+    """Input lists of ``count`` for timed calls to take in turn: copies of ``examples`` (the inputs at
+    ``live``, activations), the values of ``fixed`` (position -> weight or size) shared."""
+    return [[fixed[i] if i in fixed else fresh[live.index(i)] for i in range(count)]
+            for fresh in choice.input_sets(*examples)]
 
 
 def _output_strides(gm) -> list:
@@ -495,8 +501,8 @@ class ShapePlans:
         args = [self.weights[i] if i in self.weights else _at_hint(e) for i, e in enumerate(self.examples)]
         live = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor) and i not in self.weights]
         with unset_fake_temporarily(), torch.no_grad():
-            sets = [[fresh[live.index(i)] if i in live else a for i, a in enumerate(args)]
-                    for fresh in choice.input_sets(*[args[i] for i in live])]  # activations copied, weights shared
+            sets = _timing_sets(len(args), {i: a for i, a in enumerate(args) if i not in live}, live,
+                                [args[i] for i in live])
             candidates = [choice.Candidate("graph", choice.rotating(lambda *x: compiled[0](list(x)), sets),
                                            report.predicted_written or report.predicted_before, self.gm.code,
                                            prepare=compile_graph),
