@@ -74,3 +74,66 @@ def test_the_shipped_cpu_model_loads_for_the_torch_backend():
     model = learned.LearnedModel.load(learned.DATA_DIR / "cpu" / learned.MODEL_FILE)
     assert model.header["kernels"] is False and model.header["device"] == "cpu"
     assert model.header["training"]["records"] > 1000
+
+
+def test_attention_records_time_sdpa_with_keys_in_both_layouts():
+    from eqiforge.profiling.cpu import attention_layouts
+    group = attention_layouts((2, 3), 16, 16, 8, "float32", causal=True)
+    assert [r["attrs"][0] for r in group] == ["N", "T"] and [r["in_shapes"][1] for r in group] == [[2, 3, 16, 8],
+                                                                                                 [2, 3, 8, 16]]
+    assert len({r["group"] for r in group}) == 1 and all(0 < cpu_timer(r) < 1.0 for r in group)
+    assert any(g[0]["op"] == "AttentionK" for g in itertools.islice(sweep_cpu(0), 60))
+
+
+def gemm_model(epochs=30):
+    """A model trained on GEMM records only (a synthetic clock twice the roofline's price)."""
+    from eqiforge.cost.roofline import RooflinePrior
+    prior = RooflinePrior("cpu", kernels=False)
+    recs = [r for g in itertools.islice((g for g in sweep_cpu(5) if g[0]["op"] == "GemmK"), 40) for r in g]
+    feats = [record_features(r) for r in recs]
+    return learned.LearnedModel("cpu", members=2, kernels=False).fit(feats, 2 * prior.predict(feats), epochs=epochs)
+
+
+def test_the_mlps_correct_the_ops_they_were_trained_on_and_a_matmul_as_the_gemm_it_calls():
+    from eqiforge.cost import node_features
+    from eqiforge.cost.roofline import RooflinePrior
+    model, prior = gemm_model(), RooflinePrior("cpu", kernels=False)
+    assert model.header["training"]["ops"] == ["GemmK"]
+    q = (2, 4, 64, 32)
+    attention = node_features("AttentionK", [q, q, q], ["float32"] * 3, q, "float32", attrs=("N", 0.2, 0))
+    assert model.predict([attention])[0] == prior.predict([attention])[0]  # no records: the prior's price
+    matmul = node_features("MatMul", [(96, 80), (80, 48)], ["float32"] * 2, (96, 48), "float32")
+    gemm = node_features("GemmK", [(96, 80), (80, 48)], ["float32"] * 2, (96, 48), "float32",
+                         attrs=("N", "N", (), 1, native.ACC))
+    ratio = lambda f: model.predict([f])[0] / prior.predict([f])[0]  # noqa: E731
+    assert ratio(matmul) == pytest.approx(ratio(gemm), rel=1e-6) and ratio(gemm) != pytest.approx(1.0, abs=0.05)
+
+
+def test_a_node_beyond_the_training_features_gets_the_correction_at_their_edge():
+    from eqiforge.cost import node_features
+    model = gemm_model()
+    far, farther = (node_features("GemmK", [(m, 64), (64, 64)], ["float32"] * 2, (m, 64), "float32",
+                                  attrs=("N", "N", (), 1, native.ACC)) for m in (2 ** 24, 2 ** 30))
+    assert model.member_log_ratios([far]) == pytest.approx(model.member_log_ratios([farther]))
+
+
+def test_cpu_records_of_two_machines_train_a_model_of_one_and_it_serves_that_cpu_only(tmp_path, monkeypatch):
+    from eqiforge.cost import calibrate, train
+    from eqiforge.errors import EqiforgeError
+    recs = [r for g in itertools.islice(sweep_cpu(1), 30) for r in g]
+    records = [{**r, "device": "cpu", "seconds": 1e-4, "machine": "CPU A"} for r in recs] + \
+              [{**r, "device": "cpu", "seconds": 5e-4, "machine": "CPU B"} for r in recs]
+    monkeypatch.setattr(calibrate, "cpu_model", lambda: "CPU B")
+    monkeypatch.setattr(train, "cpu_model", calibrate.cpu_model)
+    monkeypatch.setattr(learned, "cpu_model", calibrate.cpu_model)
+    assert {r["seconds"] for r in train.machine_records(records)[0]} == {5e-4}
+    model = train_model(records, epochs=5)
+    assert model.machine == "CPU B" and model.header["training"]["records"] < len(recs)
+    with pytest.raises(EqiforgeError, match="no records of the CPU 'CPU C'.*--machine"):
+        train_model(records, machine="CPU C")
+    monkeypatch.setattr(learned, "DATA_DIR", tmp_path)
+    model.save(tmp_path / "cpu" / learned.MODEL_FILE)
+    assert learned.find_model("cpu", kernels=False)[0] is not None
+    monkeypatch.setattr(learned, "cpu_model", lambda: "CPU A")
+    found, why = learned.find_model("cpu", kernels=False)
+    assert found is None and "trained on the CPU 'CPU B', this is 'CPU A'" in why

@@ -33,12 +33,13 @@ def test_a_plans_recorded_nodes_price_back_to_its_prediction(monkeypatch, tmp_pa
 
 def synthetic_groups(count, seed, truth):
     """Programs of 2-4 plans over elementwise and matmul nodes, timed by ``truth`` (op -> factor over the
-    roofline prior), with 3% noise."""
+    roofline prior), with 3% noise, each program's times scaled by its own factor of 1-3 (what no node
+    price sees: the call's host work)."""
     rng = np.random.default_rng(seed)
     prior = cost.RooflinePrior(cost.get_device("cpu"), kernels=False)
     groups = []
     for p in range(count):
-        candidates = []
+        candidates, overhead = [], rng.uniform(1.0, 3.0)
         for _ in range(rng.integers(2, 5)):
             n = int(rng.integers(64, 512))
             nodes = [cost.node_features("Add", [(n, n), (n, n)], ["float32"] * 2, (n, n), "float32")
@@ -46,7 +47,8 @@ def synthetic_groups(count, seed, truth):
             nodes += [cost.node_features("MatMul", [(n, n), (n, 64)], ["float32"] * 2, (n, 64), "float32")
                       for _ in range(rng.integers(0, 3))]
             base = prior.predict(nodes)
-            seconds = sum(b * truth.get(f.op, 1.0) for b, f in zip(base, nodes)) * math.exp(rng.normal(0, 0.03))
+            seconds = overhead * sum(b * truth.get(f.op, 1.0) for b, f in zip(base, nodes)) \
+                * math.exp(rng.normal(0, 0.03))
             candidates.append((nodes, seconds))
         groups.append(plans.PlanGroup(f"program {seed}-{p}", [c[0] for c in candidates], [c[1] for c in candidates]))
     return groups
@@ -57,12 +59,19 @@ def test_op_factors_fitted_to_measured_plans_find_the_true_costs_and_rank_held_o
     model = learned.LearnedModel("cpu", kernels=False)
     before = plans.plan_metrics(synthetic_groups(40, 1, truth), model)
     model.fit_plans(synthetic_groups(120, 0, truth))
-    factors = model.header["op_factors"]
-    assert math.exp(factors["Add"]) == pytest.approx(4.0, rel=0.15)
-    assert math.exp(factors["MatMul"]) == pytest.approx(0.5, rel=0.25)
+    factors = model.header["op_factors"]  # fitted to times relative within a program, shrunk towards 1
+    assert 2.5 < math.exp(factors["Add"] - factors["MatMul"]) <= 8.0  # the truth's ratio: 8
     after = plans.plan_metrics(synthetic_groups(40, 1, truth), model)
-    assert after["kendall_tau"] > max(0.9, before["kendall_tau"] + 0.05) and after["top1_regret"] < before["top1_regret"]
+    assert after["kendall_tau"] > max(0.9, before["kendall_tau"] + 0.02) and after["top1_regret"] < before["top1_regret"]
     assert "op factors from 120 programs" in model.name
+
+
+def test_a_cost_every_plan_of_a_program_shares_is_no_op_factor():
+    """Each program's plans run 1-3x their prices (host work no node shows): relative to each other they are
+    priced right, and the fit leaves the ops alone."""
+    model = learned.LearnedModel("cpu", kernels=False)
+    model.fit_plans(synthetic_groups(120, 0, {}))
+    assert all(abs(w) < 0.05 for w in model.header["op_factors"].values())
 
 
 def test_cross_validation_prices_each_program_by_factors_fitted_without_it_and_leaves_the_model_alone():
@@ -73,7 +82,7 @@ def test_cross_validation_prices_each_program_by_factors_fitted_without_it_and_l
     bare = plans.plan_metrics(groups, model)
     crossed = plans.cross_validated(model, groups, folds=4)
     assert json.dumps(model.header) == header  # each fold's factors were fitted on a copy of the header
-    assert crossed["programs"] == 60 and crossed["kendall_tau"] > max(0.9, bare["kendall_tau"] + 0.05)
+    assert crossed["programs"] == 60 and crossed["kendall_tau"] > max(0.9, bare["kendall_tau"] + 0.02)
     assert crossed["tau_apart"] > bare["tau_apart"] and crossed["top1_regret"] < bare["top1_regret"]
 
 
@@ -89,6 +98,8 @@ def test_plan_metrics_of_a_perfect_and_a_reversed_ranking():
                                                     "top1_regret": 0.0}
     near = plans.PlanGroup("p", group.plans, [1.0, 1.01, 16.0])  # the first two are a tie within the noise
     assert plans.plan_metrics([near], Exact())["tau_apart"] == 1.0
+    tied = plans.PlanGroup("p", [nodes(8), nodes(8), nodes(32)], [1.0, 3.0, 16.0])  # the pick is either of two
+    assert plans.plan_metrics([tied], Exact())["top1_regret"] == 1.0
     reversed_group = plans.PlanGroup("p", group.plans, [16.0, 4.0, 1.0])
     assert plans.plan_metrics([reversed_group], Exact())["kendall_tau"] == -1.0
     assert plans.plan_metrics([reversed_group], Exact())["top1_regret"] == 15.0
@@ -115,7 +126,8 @@ def test_op_factors_survive_saving_and_the_commands_fit_and_rank(tmp_path, capsy
                               "--out", str(model_file), "--epochs", "5", "--held-out", "0.34"])
     assert args.run(args) == 0
     loaded = learned.LearnedModel.load(model_file)
-    assert math.exp(loaded.header["op_factors"]["Add"]) == pytest.approx(3.0, rel=0.2)
+    factors = loaded.header["op_factors"]
+    assert 1.8 < math.exp(factors["Add"] - factors.get("MatMul", 0.0)) <= 3.0  # the truth's ratio: 3
     args = parser.parse_args(["cost", "eval", "--data", str(kernels), "--plans", str(tmp_path / "plans.jsonl"),
                               "--model", str(model_file), "--held-out", "0.34"])
     assert args.run(args) == 0
@@ -126,4 +138,4 @@ def test_op_factors_survive_saving_and_the_commands_fit_and_rank(tmp_path, capsy
 def test_a_plans_file_without_measured_plans_is_a_clear_error(tmp_path):
     (tmp_path / "empty.jsonl").write_text(json.dumps({"program": "p", "candidates": []}) + "\n")
     with pytest.raises(eqiforge.EqiforgeError, match="no measured choice with two plans or more"):
-        commands._plan_groups(tmp_path / "empty.jsonl")
+        commands._plan_groups(tmp_path / "empty.jsonl", None)

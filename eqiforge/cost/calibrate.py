@@ -30,11 +30,11 @@ VERSION = 3  # of the measurements: a change invalidates the cache (3: measured 
 
 def machine_key() -> dict:
     """What the figures depend on: the CPU, the threads PyTorch uses, the library versions."""
-    return {"cpu": _cpu_model(), "machine": platform.machine(), "threads": torch.get_num_threads(),
+    return {"cpu": cpu_model(), "machine": platform.machine(), "threads": torch.get_num_threads(),
             "torch": torch.__version__, "version": VERSION}
 
 
-def _cpu_model() -> str:
+def cpu_model() -> str:
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.startswith("model name"):

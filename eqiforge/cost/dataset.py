@@ -2,7 +2,7 @@
 
 A record is what was measured and where::
 
-    {"key": ..., "device": "H200", "versions": {"torch": ..., "triton": ...},
+    {"key": ..., "device": "H200", "versions": {"torch": ..., "triton": ...}, "machine": <CPU model, CPU only>,
      "op": "GemmK", "in_shapes": [...], "in_dtypes": [...], "out_shape": [...], "dtype": "float16",
      "attrs": [...], "group": <problem key>, "shape": <shape key>, "seconds": 1.2e-05,
      "resources": {"n_regs": ..., "n_spills": ..., "shared": ...} or null}
@@ -10,6 +10,8 @@ A record is what was measured and where::
 ``group`` names the problem (op, operand shapes and dtypes, fused expression) so that records in one group
 are alternative configurations of the same work, the choice extraction makes; ``shape`` names the problem
 dims alone. Evaluation holds out whole shapes, so a model is never tested on a shape it was trained on.
+Every device-table GPU is one kind of chip, but ``cpu`` is any processor: a CPU record names its model
+(``machine``), and a model is trained on, evaluated on and used by one.
 """
 from __future__ import annotations
 

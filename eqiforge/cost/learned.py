@@ -5,7 +5,8 @@
 Each member predicts log(measured / prior), so an untrained or unsure model stays near the prior, the
 analytical structure (waves, bandwidth, peaks) need not be re-learned, and errors are relative, as the
 extraction's decisions are. Members differ by seed and bootstrap sample; their spread says where the model is
-unsure (active learning measures there). The MLPs correct kernel nodes only: profiling records cover kernels.
+unsure (active learning measures there). The MLPs correct the kernel ops profiling timed (and, for the torch
+backend, a MatMul as the GEMM call it makes), nothing else: they would extrapolate.
 The op factors (default 1) are fitted afterwards to measured whole plans (``fit_plans``, cost/plans.py): one
 per op, they correct what kernel profiling cannot see, such as the host cost of the PyTorch calls a plan of
 the torch backend makes.
@@ -16,6 +17,7 @@ training-data summary), the input normalisation and every member's weights.
 from __future__ import annotations
 
 import json
+import math
 from importlib import metadata
 from pathlib import Path
 
@@ -23,9 +25,11 @@ import numpy as np
 import torch
 
 from ..errors import EqiforgeError
+from ..native import ACC
+from .calibrate import cpu_model
 from .configs import best_prices
 from .devices import Device, get_device
-from .features import NodeFeatures
+from .features import NodeFeatures, node_features
 from .plans import fit_op_factors
 from .roofline import RooflinePrior
 from .vector import FEATURE_NAMES, FEATURE_VERSION, feature_vector
@@ -54,6 +58,8 @@ class LearnedModel:
         self.nets = [_mlp(len(FEATURE_NAMES), hidden) for _ in range(members)]
         self.mean = np.zeros(len(FEATURE_NAMES))
         self.scale = np.ones(len(FEATURE_NAMES))
+        self.low = np.full(len(FEATURE_NAMES), -np.inf)  # the training features' range: inputs are clamped to
+        self.high = np.full(len(FEATURE_NAMES), np.inf)  # it, so a node unlike any record gets a bounded guess
         self.header = {"format": FORMAT, "device": self.device.name, "versions": library_versions(),
                        "feature_version": FEATURE_VERSION, "kernels": kernels, "training": {}, "op_factors": {}}
 
@@ -61,6 +67,11 @@ class LearnedModel:
     def kernels(self) -> bool:
         """Whether it prices generated kernels (the triton backend) or the torch backend's calls."""
         return self.prior.kernels
+
+    @property
+    def machine(self) -> str | None:
+        """The CPU model whose records trained it (None: a GPU's, the device names the chip)."""
+        return self.header["training"].get("machine")
 
     @property
     def name(self) -> str:
@@ -71,7 +82,7 @@ class LearnedModel:
 
     # ------------------------------------------------------------------------------------------ prediction
     def _inputs(self, batch: list[NodeFeatures]) -> torch.Tensor:
-        rows = np.stack([feature_vector(f, self.device) for f in batch])
+        rows = np.clip(np.stack([feature_vector(f, self.device) for f in batch]), self.low, self.high)
         return torch.as_tensor((rows - self.mean) / self.scale, dtype=torch.float32)
 
     def member_log_ratios(self, batch: list[NodeFeatures]) -> np.ndarray:
@@ -80,12 +91,19 @@ class LearnedModel:
             x = self._inputs(batch)
             return np.stack([net.eval()(x)[:, 0].double().numpy() for net in self.nets])
 
-    def corrected(self, batch: list[NodeFeatures], prior: np.ndarray) -> np.ndarray:
-        """Which nodes the model corrects: kernel nodes the prior finds feasible — generated kernels for a
-        model of the triton backend, the native PyTorch calls of kernel nodes for one of the torch backend
-        (a CPU's)."""
-        kernel = [f.kind == "kernel" and not f.folded for f in batch]
-        return np.array(kernel, dtype=bool) & np.isfinite(prior)
+    def corrected(self, batch: list[NodeFeatures], prior: np.ndarray) -> list[tuple[int, NodeFeatures]]:
+        """(index, features the MLPs see) of the nodes the model corrects: kernel nodes of the ops it was
+        trained on (an op without records would be a guess) that the prior finds feasible. For the torch
+        backend an algebra MatMul is the native GEMM a GemmK without epilogue calls, so it is corrected as
+        that GemmK: the same call priced two ways would decide between a fused and an unfused plan."""
+        trained = set(self.header["training"].get("ops", ()))
+        chosen = []
+        for i, f in enumerate(batch):
+            seen = _as_native_gemm(f) if f.op == "MatMul" and not self.kernels else f
+            if seen is not None and seen.kind == "kernel" and seen.op in trained and not f.folded \
+                    and np.isfinite(prior[i]):
+                chosen.append((i, seen))
+        return chosen
 
     def predict(self, batch: list[NodeFeatures]) -> np.ndarray:
         """Seconds per node; for generated kernels an untiled GEMM at its best config (cost/configs.py)."""
@@ -95,10 +113,10 @@ class LearnedModel:
 
     def _configured(self, batch: list[NodeFeatures]) -> np.ndarray:
         prior = self.prior.predict(batch)
-        mask = self.corrected(batch, prior)
-        if mask.any():
-            chosen = [f for f, m in zip(batch, mask) if m]
-            prior[mask] *= np.exp(self.member_log_ratios(chosen).mean(axis=0))
+        chosen = self.corrected(batch, prior)
+        if chosen:
+            index, seen = zip(*chosen)
+            prior[list(index)] *= np.exp(self.member_log_ratios(list(seen)).mean(axis=0))
         factors = self.header.get("op_factors") or {}
         if factors:
             prior *= np.exp([factors.get(f.op, 0.0) for f in batch])
@@ -113,13 +131,15 @@ class LearnedModel:
             seed: int = 0, summary: dict | None = None) -> "LearnedModel":
         """Fit every member (own seed, own bootstrap sample) to log(seconds / prior) by full-batch Adam."""
         prior = self.prior.predict(batch)
-        keep = self.corrected(batch, prior) & (np.asarray(seconds) > 0)
-        if not keep.any():
+        self.header["training"] = {"ops": sorted({f.op for f in batch if f.kind == "kernel"})}
+        keep = [i for i, _ in self.corrected(batch, prior) if seconds[i] > 0]
+        if not keep:
             raise EqiforgeError("no usable training records (kernel nodes with a finite prior and a time)")
-        batch = [f for f, k in zip(batch, keep) if k]
+        batch = [batch[i] for i in keep]
         target = torch.as_tensor(np.log(np.asarray(seconds)[keep] / prior[keep]), dtype=torch.float32)
         rows = np.stack([feature_vector(f, self.device) for f in batch])
         self.mean, self.scale = rows.mean(axis=0), rows.std(axis=0) + 1e-6
+        self.low, self.high = rows.min(axis=0), rows.max(axis=0)
         x = self._inputs(batch)
         for i in range(len(self.nets)):
             gen = torch.Generator().manual_seed(seed * 1000 + i)
@@ -135,7 +155,7 @@ class LearnedModel:
                 loss.backward()
                 opt.step()
             net.eval()
-        self.header["training"] = {"records": len(batch), "epochs": epochs, "seed": seed, **(summary or {})}
+        self.header["training"].update({"records": len(batch), "epochs": epochs, "seed": seed, **(summary or {})})
         return self
 
     def fit_plans(self, groups: list, summary: dict | None = None) -> "LearnedModel":
@@ -151,7 +171,7 @@ class LearnedModel:
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         arrays = {"header": np.array(json.dumps({**self.header, "hidden": self.hidden, "members": len(self.nets)})),
-                  "mean": self.mean, "scale": self.scale}
+                  "mean": self.mean, "scale": self.scale, "low": self.low, "high": self.high}
         for i, net in enumerate(self.nets):
             arrays.update({f"m{i}.{k}": v.numpy() for k, v in net.state_dict().items()})
         with open(path, "wb") as fh:
@@ -169,11 +189,24 @@ class LearnedModel:
                                     f"({FORMAT} / {FEATURE_VERSION}); retrain with `eqiforge cost train`")
             model = cls(header["device"], header["members"], header["hidden"], header.get("kernels", True))
             model.header = {k: v for k, v in header.items() if k not in ("hidden", "members")}
-            model.mean, model.scale = data["mean"], data["scale"]
+            model.mean, model.scale, model.low, model.high = data["mean"], data["scale"], data["low"], data["high"]
             for i, net in enumerate(model.nets):
                 net.load_state_dict({k: torch.from_numpy(data[f"m{i}.{k}"]) for k in net.state_dict()})
                 net.eval()
         return model
+
+
+def _as_native_gemm(f: NodeFeatures) -> NodeFeatures | None:
+    """A MatMul of operands of rank 2 or more as the GemmK node whose native call it makes: torch.matmul of a
+    batched left operand by a matrix is one product of the folded rows, otherwise a batched product."""
+    a, b = f.in_shapes
+    if len(a) < 2 or len(b) < 2:
+        return None
+    if len(b) == 2 and len(a) > 2:
+        a, out = (math.prod(a[:-1]), a[-1]), (math.prod(a[:-1]), b[-1])
+    else:
+        out = f.out_shape
+    return node_features("GemmK", [a, b], [f.dtype, f.dtype], out, f.dtype, attrs=("N", "N", (), 1, ACC))
 
 
 # ------------------------------------------------------------------------------------------ finding a model
@@ -198,6 +231,8 @@ def find_model(device: str | Device | None = None, kernels: bool = True) -> tupl
     if model.header.get("kernels", True) != kernels:
         trained = "the triton backend's kernels" if model.header.get("kernels", True) else "the torch backend"
         return None, f"learned model at {existing[0]} was trained for {trained}"
+    if model.machine and model.machine != cpu_model():
+        return None, f"learned model at {existing[0]} was trained on the CPU {model.machine!r}, this is {cpu_model()!r}"
     library = "triton" if kernels else "torch"  # what the measured times depend on
     here, there = library_versions()[library], model.header["versions"].get(library)
     if here != there:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import EqiforgeError
+from .calibrate import cpu_model
 from .dataset import record_features, split_by_shape
 from .learned import LearnedModel
 from .metrics import evaluate
@@ -25,15 +26,29 @@ def records_device(records: list[dict]) -> str:
     return devices[0]
 
 
-def train_model(records: list[dict], held_out: float = 0.25, seed: int = 0, **fit) -> LearnedModel:
-    """A model fitted on the training shapes of ``records`` (one device)."""
-    records = usable(records)
+def machine_records(records: list[dict], machine: str | None = None) -> tuple[list[dict], str | None]:
+    """(the records of one CPU model, that model): ``machine``, by default this processor's. Records naming
+    no machine (a GPU's: the device says it) are returned as they are, with None."""
+    machines = sorted({r["machine"] for r in records if r.get("machine")})
+    if not machines:
+        return records, None
+    want = machine or cpu_model()
+    if want not in machines:
+        raise EqiforgeError(f"no records of the CPU {want!r}; the records are of {machines}: profile this CPU "
+                            "(`eqiforge cost profile --device cpu`) or pass --machine")
+    return [r for r in records if r.get("machine") == want], want
+
+
+def train_model(records: list[dict], held_out: float = 0.25, seed: int = 0, machine: str | None = None,
+                **fit) -> LearnedModel:
+    """A model fitted on the training shapes of ``records`` (one device; of a CPU, one ``machine``)."""
+    records, machine = machine_records(usable(records), machine)
     device = records_device(records)
     train, test = split_by_shape(records, held_out, seed)
     if not train:
         raise EqiforgeError("no training records after the shape split")
     summary = {"shapes": len({r["shape"] for r in train}), "held_out_shapes": len({r["shape"] for r in test}),
-               "split_seed": seed}
+               "split_seed": seed, **({"machine": machine} if machine else {})}
     return LearnedModel(device, kernels=generated_kernels(device)).fit(
         [record_features(r) for r in train], np.array([r["seconds"] for r in train]), seed=seed, summary=summary,
         **fit)
@@ -45,9 +60,11 @@ def generated_kernels(device: str) -> bool:
     return device != "cpu"
 
 
-def evaluate_models(records: list[dict], models: list, held_out: float = 0.25, seed: int = 0) -> dict[str, dict]:
-    """Metrics of each model (the roofline prior first) on the held-out shapes of ``records``."""
-    records = usable(records)
+def evaluate_models(records: list[dict], models: list, held_out: float = 0.25, seed: int = 0,
+                    machine: str | None = None) -> dict[str, dict]:
+    """Metrics of each model (the roofline prior first) on the held-out shapes of ``records`` (of a CPU, one
+    ``machine``'s)."""
+    records, _ = machine_records(usable(records), machine)
     _, test = split_by_shape(records, held_out, seed)
     if not test:
         raise EqiforgeError("no held-out records after the shape split")

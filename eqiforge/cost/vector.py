@@ -19,9 +19,9 @@ from .. import fused, ops
 from .devices import Device
 from .features import NodeFeatures
 
-FEATURE_VERSION = 1
+FEATURE_VERSION = 2
 DTYPES = ("float32", "float16", "bfloat16")
-KERNEL_OPS = ("GemmK", "PointwiseK", "RowReduceK")
+KERNEL_OPS = ("GemmK", "PointwiseK", "RowReduceK", "AttentionK")
 POINTWISE_BLOCK = 1024  # PointwiseSpec's default block: elements per program
 FEATURE_NAMES = (
     *(f"op_{o}" for o in KERNEL_OPS), *(f"dtype_{d}" for d in DTYPES),
@@ -30,7 +30,7 @@ FEATURE_NAMES = (
     "log2_grid", "waves", "log2_full_waves", "wave_efficiency", "smem_fraction",
     "fused_flops_per_element", "fused_expr_nodes", "extra_inputs", "a_transposed", "b_transposed",
     "m_aligned16", "n_aligned16", "k_aligned16",
-    "has_resources", "log2_registers", "log2_spills", "shared_kib",
+    "has_resources", "log2_registers", "log2_spills", "shared_kib", "causal",
 )
 
 
@@ -46,12 +46,17 @@ def _attrs(f: NodeFeatures):
 
 
 def problem_dims(f: NodeFeatures) -> tuple[int, int, int, int]:
-    """(M, N, K, batch) of a kernel node. GEMM: out[..., M, N] over K. Pointwise: rows x last dim, K = 1.
-    Row reduction: rows x reduced length of x, K = 1."""
+    """(M, N, K, batch) of a kernel node. GEMM: out[..., M, N] over K. Attention: M queries, N keys, K the
+    head dim, batch the leading dims of q. Pointwise: rows x last dim, K = 1. Row reduction: rows x reduced
+    length of x, K = 1."""
     if f.op == "GemmK":
         *batch, m, n = f.out_shape
         k = f.in_shapes[0][-2] if _attrs(f).layout_a == "T" else f.in_shapes[0][-1]
         return m, n, k, ops.numel(batch)
+    if f.op == "AttentionK":
+        *batch, m, k = f.in_shapes[0]
+        keys = f.in_shapes[1]
+        return m, keys[-1] if _attrs(f).layout_k == "T" else keys[-2], k, ops.numel(batch)
     shape = f.in_shapes[0] if f.op == "RowReduceK" else f.out_shape
     last = shape[-1] if shape else 1
     return ops.numel(shape) // max(last, 1), last, 1, 1
@@ -97,7 +102,8 @@ def feature_vector(f: NodeFeatures, device: Device, resources: dict | None = Non
     per_sm, full, efficiency = waves(cfg["grid"], device.sms)
     smem = cfg["stages"] * (cfg["block_m"] + cfg["block_n"]) * cfg["block_k"] * ops.dtype_size(f.dtype)
     flops_pe, expr_nodes, extras = fused_work(f)
-    transposed = (_attrs(f).layout_a == "T", _attrs(f).layout_b == "T") if f.op == "GemmK" else (False, False)
+    transposed = (_attrs(f).layout_a == "T", _attrs(f).layout_b == "T") if f.op == "GemmK" else \
+        (False, _attrs(f).layout_k == "T") if f.op == "AttentionK" else (False, False)
     res = resources or {}
     values = [
         *(float(f.op == o) for o in KERNEL_OPS), *(float(f.dtype == d) for d in DTYPES),
@@ -109,6 +115,6 @@ def feature_vector(f: NodeFeatures, device: Device, resources: dict | None = Non
         flops_pe, expr_nodes, extras, *map(float, transposed),
         float(m % 16 == 0), float(n % 16 == 0), float(k % 16 == 0),
         float(resources is not None), _log2(res.get("n_regs", 0)), _log2(res.get("n_spills", 0) + 1),
-        res.get("shared", 0) / 1024,
+        res.get("shared", 0) / 1024, float(f.op == "AttentionK" and bool(_attrs(f).causal)),
     ]
     return np.asarray(values, dtype=np.float64)

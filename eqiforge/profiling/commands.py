@@ -57,6 +57,7 @@ def _profile(args) -> int:
 def _profile_cpu(args) -> int:
     """The torch backend's native calls on this CPU, into bench/data/cpu (the GPU records' format)."""
     from ..cost.calibrate import cpu_device
+    from ..cost.calibrate import cpu_model
     from .cpu import cpu_timer, sweep_cpu
     out = Path(args.out or learned.DATA_DIR / "cpu")
     groups = sweep_cpu(args.seed)
@@ -65,7 +66,8 @@ def _profile_cpu(args) -> int:
         pool = [r for g in itertools.islice(sweep_cpu(args.seed + 1), args.pool) for r in g]
         groups = [active_selection(model, pool, args.records, record_features)]
     cpu_device()  # calibrated before timing starts (the prior the model corrects)
-    run = profile(out, groups, cpu_timer, "cpu", learned.library_versions(), args.budget, args.records)
+    run = profile(out, groups, cpu_timer, "cpu", learned.library_versions(), args.budget, args.records,
+                  machine=cpu_model())
     print(f"measured {run.measured}, failed {run.failed}, already present {run.skipped}; stopped: {run.stop}; "
           f"records in {out}")
     return 0
@@ -73,9 +75,9 @@ def _profile_cpu(args) -> int:
 
 def _train(args) -> int:
     records = read_records(args.data)
-    model = train_model(records, args.held_out, args.seed, epochs=args.epochs)
+    model = train_model(records, args.held_out, args.seed, args.machine, epochs=args.epochs)
     if args.plans:
-        train, test = split_programs(_plan_groups(args.plans), args.held_out, args.seed)
+        train, test = split_programs(_plan_groups(args.plans, model.machine), args.held_out, args.seed)
         model.fit_plans(train, {"held_out_programs": len(test), "split_seed": args.seed})
     where = model.save(args.out or Path(args.data) / learned.MODEL_FILE)
     print(f"{model.name}: written to {where}")
@@ -85,13 +87,13 @@ def _train(args) -> int:
 def _eval(args) -> int:
     records = read_records(args.data)
     model = learned.LearnedModel.load(args.model or Path(args.data) / learned.MODEL_FILE)
-    print(f"held-out shapes of {args.data} ({model.device.name}):")
-    print(table(evaluate_models(records, [model], args.held_out, args.seed)))
+    bare = copy.deepcopy(model)  # the op factors correct whole plans: kernels are priced without them
+    bare.header["op_factors"] = {}
+    print(f"held-out shapes of {args.data} ({model.device.name}; the model's kernel MLPs):")
+    print(table(evaluate_models(records, [bare], args.held_out, args.seed, args.machine or model.machine)))
     if args.plans:
-        groups = _plan_groups(args.plans)
+        groups = _plan_groups(args.plans, args.machine or model.machine)
         prior = RooflinePrior(model.device, kernels=model.header.get("kernels", True))
-        bare = copy.deepcopy(model)
-        bare.header["op_factors"] = {}
         print(f"\nprograms of {args.plans}: each program's measured plans, ranked by the sum of their prices; the op "
               f"factors fitted on {args.folds - 1} folds of programs and tested on the one left out, every fold in turn")
         print(plans.table({prior.name: plans.plan_metrics(groups, prior),
@@ -101,10 +103,11 @@ def _eval(args) -> int:
     return 0
 
 
-def _plan_groups(path) -> list:
-    groups = plans.plan_groups(read_records(path))
+def _plan_groups(path, machine: str | None) -> list:
+    groups = plans.plan_groups(read_records(path), machine)
     if not groups:
-        raise EqiforgeError(f"{path}: no measured choice with two plans or more (records written by "
+        of = f" on the CPU {machine!r}" if machine else ""
+        raise EqiforgeError(f"{path}: no measured choice with two plans or more{of} (records written by "
                             "`measure=\"always\"` optimizations; see docs/usage.md#measured-choice)")
     return groups
 
@@ -141,6 +144,8 @@ def add_commands(sub) -> None:
         v.add_argument("--data", required=True, help="a records file or a directory of *.jsonl")
         v.add_argument("--held-out", type=float, default=0.25, help="fraction of shapes held out (default 0.25)")
         v.add_argument("--seed", type=int, default=0, help="shape-split and training seed")
+        v.add_argument("--machine", help="CPU records: the processor model whose records to use (default this "
+                                         "one's; a model serves the CPU it was trained on)")
         v.add_argument("--plans", help="measured-choice records (a records.jsonl or a directory): fit the op "
                                        "factors on their training programs (train), rank every program's plans "
                                        "with factors fitted on the other folds (eval)")

@@ -2,8 +2,9 @@
 on this machine, in the records format GPU profiling writes.
 
 A GEMM problem comes with its four operand layouts (each operand given as is or transposed: the choice the
-layout rules offer, a candidate group); row reductions (softmax, log_softmax, layer norm, sum, max) with one
-configuration each. Shapes are drawn log-uniformly within strata (small, medium, large) as on a GPU, scaled
+layout rules offer, a candidate group), some batched as torch.matmul takes them; row reductions (softmax,
+log_softmax, layer norm, sum, max) with one configuration each; scaled dot-product attention with keys in
+both layouts, causal or not. Shapes are drawn log-uniformly within strata (small, medium, large) as on a GPU, scaled
 for a CPU. A record is timed by calling the native function the plan would call: the median of five
 timings, each of enough calls to last about a millisecond.
 """
@@ -31,17 +32,31 @@ def _dim(rng: random.Random, stratum: int) -> int:
     return max(1, int(math.exp(rng.uniform(math.log(low), math.log(high)))))
 
 
-def gemm_layouts(m: int, n: int, k: int, dtype: str, bias: bool) -> list[dict]:
-    """One problem, out[m, n] = A[m, k] @ B[k, n] (+ a bias row), with each operand in both layouts: one
-    candidate group and one shape (the split into training and held-out shapes keeps the group whole)."""
-    problem = digest("GemmK", m, n, k, bias)
+def gemm_layouts(m: int, n: int, k: int, dtype: str, bias: bool, batch: tuple = ()) -> list[dict]:
+    """One problem, out[*batch, m, n] = A[*batch, m, k] @ B[*batch, k, n] (+ a bias row, unbatched only), with
+    each operand in both layouts: one candidate group and one shape (the split into training and held-out
+    shapes keeps the group whole)."""
+    problem = digest("GemmK", m, n, k, bias, *batch)
     group = []
     for la, lb in LAYOUTS:
-        a = (k, m) if la == "T" else (m, k)
-        b = (n, k) if lb == "T" else (k, n)
+        a = (*batch, k, m) if la == "T" else (*batch, m, k)
+        b = (*batch, n, k) if lb == "T" else (*batch, k, n)
         extras = [(1, n)] if bias else []
-        rec = kernel_record("GemmK", [a, b, *extras], [dtype] * (2 + len(extras)), (m, n), dtype,
+        rec = kernel_record("GemmK", [a, b, *extras], [dtype] * (2 + len(extras)), (*batch, m, n), dtype,
                             (la, lb, (), 1, BIAS if bias else ("acc",)))
+        group.append({**rec, "shape": problem, "group": digest(problem, dtype)})
+    return group
+
+
+def attention_layouts(batch: tuple, queries: int, keys: int, head: int, dtype: str, causal: bool) -> list[dict]:
+    """One attention problem (q [*batch, queries, head]; causal only when square, as the torch backend calls
+    it) with the keys given as [.., keys, head] and as [.., head, keys]: one candidate group."""
+    problem = digest("AttentionK", *batch, queries, keys, head, causal)
+    q, v = (*batch, queries, head), (*batch, keys, head)
+    group = []
+    for layout in ("N", "T"):
+        k = (*batch, head, keys) if layout == "T" else v
+        rec = kernel_record("AttentionK", [q, k, v], [dtype] * 3, q, dtype, (layout, head ** -0.5, int(causal)))
         group.append({**rec, "shape": problem, "group": digest(problem, dtype)})
     return group
 
@@ -51,9 +66,20 @@ def sweep_cpu(seed: int = 0):
     rng = random.Random(seed)
     for i in itertools.count():
         dtype, stratum = DTYPES[i % len(DTYPES)], i % len(STRATA)
-        if rng.random() < 0.7:
+        draw = rng.random()
+        if draw < 0.55:
             m, n, k = (_dim(rng, stratum if rng.random() < 0.6 else rng.randrange(len(STRATA))) for _ in range(3))
             yield gemm_layouts(m, n, k, dtype, bias=rng.random() < 0.3)
+        elif draw < 0.65:  # batched products (attention scores, per-head projections): smaller matrices
+            batch = tuple(rng.choice((1, 2, 4, 8, 16)) for _ in range(rng.randrange(1, 3)))
+            m, n, k = (_dim(rng, min(stratum, 1)) for _ in range(3))
+            yield gemm_layouts(m, n, k, dtype, bias=False, batch=batch)
+        elif draw < 0.75:
+            batch = (rng.choice((1, 2, 4)), rng.choice((1, 2, 4, 8, 12)))
+            queries = _dim(rng, min(stratum, 1)) * 2
+            causal = rng.random() < 0.5
+            keys = queries if causal else _dim(rng, min(stratum, 1)) * 2
+            yield attention_layouts(batch, queries, keys, rng.choice((16, 32, 64, 128)), dtype, causal)
         else:
             rows, cols = _dim(rng, stratum), _dim(rng, rng.randrange(len(STRATA)))
             kind = rng.choice(ROW_KINDS)
@@ -70,7 +96,7 @@ def cpu_timer(rec: dict) -> float:
     tensors = [torch.randn(tuple(s), generator=gen).to(getattr(torch, d))
                for s, d in zip(rec["in_shapes"], rec["in_dtypes"])]
     fn = native.CALLS[rec["op"]]
-    arity = {"GemmK": 2, "RowReduceK": 1}[rec["op"]]
+    arity = {"GemmK": 2, "RowReduceK": 1, "AttentionK": 3}[rec["op"]]
     call = lambda: fn(*tensors[:arity], *attrs, tensors[arity:])  # noqa: E731
     with torch.no_grad():
         call()

@@ -25,13 +25,15 @@ class ProfileRun:
 
 def profile(out_dir: str | Path, groups: Iterable[list[dict]], timer: Callable[[dict], float], device: str,
             versions: dict, budget_s: float = 600.0, max_records: int | None = None,
-            clock: Callable[[], float] = time.monotonic) -> ProfileRun:
+            clock: Callable[[], float] = time.monotonic, machine: str | None = None) -> ProfileRun:
     """Measure the records of ``groups`` with ``timer`` until the budget, the record cap or the candidates
-    run out; append them to ``out_dir/records.jsonl``."""
+    run out; append them to ``out_dir/records.jsonl``, each stamped with ``machine`` when given (a CPU's
+    model)."""
     path = Path(out_dir) / RECORDS_FILE
     path.parent.mkdir(parents=True, exist_ok=True)
     done = {r["key"] for r in read_records(path)}
     run, start = ProfileRun(), clock()
+    stamp = {"device": device, "versions": versions, **({"machine": machine} if machine else {})}
     for rec in itertools.chain.from_iterable(groups):
         if clock() - start >= budget_s:
             run.stop = "time budget"
@@ -46,11 +48,11 @@ def profile(out_dir: str | Path, groups: Iterable[list[dict]], timer: Callable[[
             seconds = timer(rec)
         except Exception as err:  # noqa: BLE001 - a kernel that fails is data about the config, not a crash
             run.failed += 1
-            append_record(path, {**rec, "device": device, "versions": versions, "seconds": None,
+            append_record(path, {**rec, **stamp, "seconds": None,
                                  "error": f"{type(err).__name__}: {err}"[:300]})
         else:
             run.measured += 1
-            append_record(path, {**rec, "device": device, "versions": versions, "seconds": seconds})
+            append_record(path, {**rec, **stamp, "seconds": seconds})
         done.add(rec["key"])
     run.stop = "candidates exhausted"
     return run
