@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, replace
 import torch
 
 from . import blocks, choice, cost, frontend, ops, validate
+from .egraph import rulecheck
 from .egraph import saturate as sat
 from .errors import EqiforgeError, NoPlanForEverySize
 from .extract import Extraction, extract, next_best
@@ -59,6 +60,8 @@ class Options:
     fold_constants: bool = True  # inference: parameter-only sub-expressions are computed once
     assume_finite: bool = True  # rules exact only for finite values run (docs/numerics.md)
     validate: bool = True  # the plan runs against the captured program before it is returned
+    check_rules: bool = True  # a custom rules folder's own rule files are verified before use, an unsound rule
+    #                           refused (egraph/rulecheck.py); False trusts them (the plan check still runs)
     original_if_no_better: bool = True  # torch/inductor: a plan predicted no faster runs the original program
     #                                     (inductor: the original compiled by Inductor)
     min_gain: float = 0.005  # ... or predicted faster by less than this fraction, within the cost model's
@@ -481,6 +484,8 @@ def optimize_graph(graph, input_names, out_spec, opts: Options, timer: StageTime
     guide = sat.Guide(lambda snap: model.predict(cost.snapshot_features(snap, opts.fold_constants)),
                       repr((model.name, model.device, opts.fold_constants)))
     names = list(schedule.rulesets)
+    if opts.check_rules:
+        rulecheck.check_custom_rules(names)
     with _progress(opts.progress) as on_step:
         shared = blocks.optimize_once(graph, schedule, model, opts, timer, on_step, guide) \
             if opts.share_blocks else None

@@ -29,7 +29,7 @@ os.environ.setdefault("EQIFORGE_DEVICE", "H100")
 # optimize() chooses between the program and the plan as predicted, not by timing them: the same plan every run
 # and no timing in the suite's time (tests/test_choice.py tests the measured choice)
 os.environ.setdefault("EQIFORGE_MEASURE", "never")
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # helpers such as rule_cases, rulecheck
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # helpers such as rule_cases
 
 
 def pytest_configure(config):

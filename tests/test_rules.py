@@ -1,29 +1,16 @@
 """Every rewrite rule is checked numerically: its case program is saturated with the rule's rule set, the
 rule must fire, and every e-node of the e-graph must evaluate to its e-class's value on random tensors of
-random shapes (tests/rulecheck.py). A rule without a case fails the suite."""
+random shapes (eqiforge/egraph/soundness.py). A rule without a case fails the suite."""
 import functools
 import random
 
 import pytest
-import torch
 
-from eqiforge import ops
 from eqiforge.egraph import rulesets
+from eqiforge.egraph.soundness import check_sound, random_inputs, saturate_case
 from rule_cases import CASES
-from rulecheck import check_sound, saturate_case
 
 ALL_RULES = sorted((name, rs.name) for rs in rulesets.available().values() for name in rs.rule_names)
-
-
-def random_inputs(graph, seed):
-    gen = torch.Generator().manual_seed(seed)
-    values = {}
-    for n in graph.nodes:
-        if n.op == "Input":
-            t = torch.randn(n.shape, generator=gen)
-            t = t.abs() + 0.5 if n.attrs[0].startswith("pos") else t
-            values[n.attrs[0]] = t.to(ops.DTYPES[n.dtype])
-    return values
 
 
 def test_every_rule_has_a_case():

@@ -21,8 +21,8 @@ def get_cost_model(name: str = "roofline", device=None, kernels: bool = False):
     """The cost model called ``name`` for ``device``; ``kernels``: price the kernel layer (triton backend).
 
     ``learned`` loads the model file matching the device (see ``learned.model_paths``); where there is none
-    it falls back to the roofline prior, whose name then says why. Without ``kernels`` (torch backend) the
-    learned model prices nothing differently: it was trained on generated kernels only.
+    it falls back to the roofline prior, whose name then says why: a model serves the backend it was trained
+    for (a GPU's: generated kernels; the CPU's: the torch backend's native calls) and, on a CPU, the processor.
     """
     if name == "roofline":
         return RooflinePrior(device, kernels)

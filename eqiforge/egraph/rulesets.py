@@ -19,6 +19,9 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
+import tempfile
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -42,12 +45,90 @@ def rules_dir() -> Path:
             raise EqiforgeError(f"EQIFORGE_RULES_DIR={env!r} is not a rules folder (it has no {SCHEMA_FILE}); "
                                 f"unset it to use the rules that ship with eqiforge")
         return Path(env)
+    shipped = shipped_rules_dir()
+    if shipped is None:
+        raise EqiforgeError(f"cannot find the rules folder (looked in {', '.join(map(str, _shipped_places()))})")
+    return shipped
+
+
+def _shipped_places() -> list[Path]:
     here = Path(__file__).resolve().parent.parent
-    candidates = [here.parent / "rules", here / "_rules"]
-    for c in candidates:
-        if (c / SCHEMA_FILE).is_file():
-            return c
-    raise EqiforgeError(f"cannot find the rules folder (looked in {', '.join(map(str, candidates))})")
+    return [here.parent / "rules", here / "_rules"]
+
+
+def shipped_rules_dir() -> Path | None:
+    """The rules that ship with eqiforge (source checkout or install), whatever $EQIFORGE_RULES_DIR says."""
+    return next((c for c in _shipped_places() if (c / SCHEMA_FILE).is_file()), None)
+
+
+@contextmanager
+def rules_folder_with(files: dict[str, str], keep_shipped: bool = True, without: tuple[str, ...] = ()):
+    """A temporary rules folder (the current one's schema, its rule files unless ``keep_shipped`` is False,
+    less the rules named in ``without``, and ``files``: rule-set name -> text) as the rules folder while the
+    block runs; yields the new names."""
+    folder = Path(tempfile.mkdtemp(prefix="eqiforge-rules-"))
+    before = os.environ.get("EQIFORGE_RULES_DIR")
+    try:
+        source, left = rules_dir(), set(without)
+        for p in source.glob("*.egg"):
+            if keep_shipped or p.name == SCHEMA_FILE:
+                text = p.read_text()
+                if left and p.name != SCHEMA_FILE:
+                    text, removed = without_rules(text, left)
+                    left -= removed
+                (folder / p.name).write_text(text)
+        if left:
+            raise EqiforgeError(f"rules {sorted(left)} are in no rule file of {source} (generated ones cannot be "
+                                "left out)")
+        for name, text in files.items():
+            (folder / f"{name}.egg").write_text(text)
+        os.environ["EQIFORGE_RULES_DIR"] = str(folder)
+        yield list(files)
+    finally:
+        if before is None:
+            os.environ.pop("EQIFORGE_RULES_DIR", None)
+        else:
+            os.environ["EQIFORGE_RULES_DIR"] = before
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def without_rules(text: str, names: set[str]) -> tuple[str, set[str]]:
+    """A rule file's text less its top-level commands named in ``names`` (and those names in its
+    ``; assumes finite:`` lines); with the names it removed."""
+    kept, removed, depth, start, in_string = [], set(), 0, 0, False
+    i = 0
+    while i < len(text):
+        ch = text[i]
+        if in_string:
+            in_string = ch != '"' or text[i - 1] == "\\"
+        elif ch == '"':
+            in_string = True
+        elif ch == ";" and depth == 0:
+            end = text.find("\n", i)
+            i = len(text) if end < 0 else end
+            continue
+        elif ch == "(":
+            if depth == 0:
+                kept.append(text[start:i])
+                start = i
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+            if depth == 0:
+                form = text[start:i + 1]
+                name = re.search(r':name\s+"([^"]+)"', form)
+                if name and name.group(1) in names:
+                    removed.add(name.group(1))
+                else:
+                    kept.append(form)
+                start = i + 1
+        i += 1
+    kept.append(text[start:])
+    out = "".join(kept)
+    if removed:
+        out = re.sub(r"^(; assumes finite:)(.*)$", lambda m: m.group(1) + " " + ", ".join(
+            n.strip() for n in m.group(2).split(",") if n.strip() and n.strip() not in removed), out, flags=re.M)
+    return out, removed
 
 
 LAYERS = ("algebra", "kernel")
