@@ -1,5 +1,5 @@
-"""``eqiforge`` on the command line: optimize a program, list rule sets and examples; plot, ablate, draw;
-profile, train and evaluate the learned cost model."""
+"""``eqiforge`` on the command line: optimize a program, list rule sets and examples, synthesize and check
+rules; plot, ablate, draw; profile, train and evaluate the learned cost model."""
 from __future__ import annotations
 
 import argparse
@@ -10,6 +10,7 @@ import torch
 
 from .errors import EqiforgeError
 from .profiling.commands import add_commands as add_cost_commands
+from .synth.commands import add_commands as add_rules_commands
 from .viz.commands import add_commands
 
 
@@ -47,15 +48,6 @@ def _check(fn, opt, inputs) -> str:
     worst = max(errs, default=0.0)
     verdict = "matches eager" if worst <= 1e-4 else "DIFFERS from eager"
     return f"{verdict} (largest relative error {worst:.1e} over {len(errs)} outputs)"
-
-
-def _rules(_args) -> int:
-    from .egraph import rulesets
-    for rs in rulesets.available().values():
-        print(f"{rs.name} ({len(rs.rule_names)} rules, {rs.path.name})")
-        for name in rs.rule_names:
-            print(f"    {name}")
-    return 0
 
 
 def _examples(_args) -> int:
@@ -101,7 +93,7 @@ def parser() -> argparse.ArgumentParser:
                         "optimize()'s default), or not")
     o.add_argument("--show-plan", action="store_true", help="print the chosen program")
     o.set_defaults(run=_optimize)
-    sub.add_parser("rules", help="list rule sets and their rules").set_defaults(run=_rules)
+    add_rules_commands(sub)  # rules [synthesize|check]
     sub.add_parser("examples", help="list built-in examples").set_defaults(run=_examples)
     add_commands(sub)  # growth, ablate, draw
     add_cost_commands(sub)  # cost profile|train|eval

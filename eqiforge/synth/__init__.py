@@ -1,0 +1,1 @@
+"""Rule synthesis and rule checking: ``eqiforge rules synthesize`` and ``eqiforge rules check``."""

@@ -1,0 +1,63 @@
+"""Which candidates the rules already derive, and which of the rest follow from the others (minimization).
+
+Ruler's test, on this project's e-graph: both sides of many candidates go into one IR graph (at fixed sizes,
+scalars as Fills of distinct values), the rule sets saturate it under their default schedule, and a candidate
+whose sides end in one e-class is derivable. Candidates go in chunks so that one chunk's growth does not
+starve another's of the e-node limit; a chunk that stops at a limit is reported (its candidates may be
+derivable after all, and are kept for the next steps, which only costs a rule more).
+
+Minimization follows Ruler's greedy loop: take the smallest candidates not yet derivable, keep the verified
+ones as rules, and test the rest again with the kept rules added (a rules folder with the project's files and
+the kept ones as one more rule set), until none is left.
+"""
+from __future__ import annotations
+
+from ..egraph import rulesets
+from ..egraph import saturate as sat
+from ..egraph.schedule import BackOff, Schedule, Step
+from ..ir import Graph
+from .values import to_graph
+
+#: sizes the derivation graphs are built at (distinct, none 1: no rule's size guard holds by accident)
+SIZES = (3, 4, 5, 6, 7, 8, 9, 10)
+CHUNK = 400  # candidates per saturated graph
+EXTRA = "synthesized"  # the kept rules' rule set while minimizing
+#: the kept rules run capped from their first step, and are banned past a few matches: hundreds of rules of
+#: which some commute or regroup would otherwise add millions of e-nodes in one step (a size-3 run ran out
+#: of 14 GB so)
+EXTRA_BACK_OFF = BackOff(match_limit=2_000, ban_iterations=2, capped_from=0.0)
+
+
+def derive_sizes(symbols: list[str]) -> dict[str, int]:
+    return {s: SIZES[i % len(SIZES)] + len(SIZES) * (i // len(SIZES)) for i, s in enumerate(symbols)}
+
+
+def scalar_values(candidates) -> dict[str, float]:
+    """A distinct value per scalar variable: two scalars must not be one Fill node."""
+    from .terms import variables
+    names = sorted({v.name for c in candidates for t in (c.lhs, c.rhs) for v in variables(t) if v.scalar})
+    return {n: 0.25 + 0.5 * i for i, n in enumerate(names)}
+
+
+def derivable(candidates: list, symbols: list[str], extra_rules: str | None = None, limits: sat.Limits | None = None,
+              progress=None, without: tuple[str, ...] = ()) -> tuple[list[bool], list[str]]:
+    """(whether each candidate's sides join under the algebra rule sets less the rules named in ``without``,
+    plus ``extra_rules``; the stop reasons of chunks that hit a limit)."""
+    sizes, scalars = derive_sizes(symbols), scalar_values(candidates)
+    joined, limited = [], []
+    with rulesets.rules_folder_with({EXTRA: extra_rules} if extra_rules else {}, without=without) as extra:
+        shipped = sat.default_schedule(None, limits or sat.Limits(), ("algebra",))
+        schedule = Schedule(shipped.steps + tuple(Step(n, EXTRA_BACK_OFF) for n in extra), shipped.limits)
+        for start in range(0, len(candidates), CHUNK):
+            chunk = candidates[start:start + CHUNK]
+            g, memo, sides = Graph(), {}, []
+            for c in chunk:
+                sides.append((to_graph(g, c.lhs, sizes, scalars, memo), to_graph(g, c.rhs, sizes, scalars, memo)))
+            g.outputs = sorted({n for pair in sides for n in pair})
+            snap, report = sat.saturate(g, schedule, use_cache=False)
+            if report.stop_reason.kind not in (sat.Stop.SATURATED, sat.Stop.ITERATIONS):
+                limited.append(str(report.stop_reason))
+            joined += [snap.bindings[a] == snap.bindings[b] for a, b in sides]
+            if progress is not None:
+                progress.update(len(chunk))
+    return joined, limited
