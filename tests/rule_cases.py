@@ -1,7 +1,7 @@
 """One small program per rewrite rule, built on random shapes, on which that rule must fire.
 
 ``CASES[rule name](rng)`` returns an IR graph; the test saturates it with the rule's rule set and checks
-every e-node numerically (tests/rulecheck.py). Shapes are drawn from ``rng`` so each seed tries new ones.
+every e-node numerically (eqiforge/egraph/soundness.py). Shapes are drawn from ``rng`` so each seed tries new ones.
 """
 from __future__ import annotations
 
@@ -292,6 +292,17 @@ def _reductions_of_broadcasts(rng):
     point = b.op("Expand", b.x("p", 1, 1, k), attrs=[(m, n, k)])
     outs = [b.op(r, row, attrs=[(0,)]) for r in ("Sum", "Amax", "Amin")]
     outs += [b.op(r, point, attrs=[(1,)]) for r in ("Sum", "Amax", "Amin")]  # other dims stay broadcast
+    return b.out(*outs), ["reduction"]
+
+
+@case("sum-of-expand-over-kept-dim", "max-of-expand-over-kept-dim", "min-of-expand-over-kept-dim")
+def _reductions_over_kept_dims(rng):
+    b = B(rng)
+    m, n, k = b.dim(), b.dim(), b.dim()
+    row = b.op("Expand", b.x("r", 1, n), attrs=[(m, n)])
+    column = b.op("Expand", b.x("c", m, 1, k), attrs=[(m, n, k)])
+    outs = [b.op(r, row, attrs=[(1,)]) for r in ("Sum", "Amax", "Amin")]
+    outs += [b.op(r, column, attrs=[(d,)]) for r in ("Sum", "Amax", "Amin") for d in (0, 2)]
     return b.out(*outs), ["reduction"]
 
 
