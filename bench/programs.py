@@ -89,6 +89,12 @@ def scale_small_side(a, b):
     return (a @ b) * 0.5
 
 
+def broadcast_bias_mean(x, b):
+    """Mean over the features of x + b with b a bias broadcast over the rows = mean(x) + mean(b): the bias's
+    mean once, where its broadcast was reduced at full size (issue 25's miss, rules/reduction.egg)."""
+    return (x + b).mean(dim=-1)
+
+
 def transpose_cancel(a, b, x):
     """((B^T A^T)^T) X: the transposes cancel to (A B) X, which reassociates to A (B X) for a thin X."""
     return (b.mT @ a.mT).mT @ x
@@ -178,6 +184,7 @@ PROGRAMS: dict[str, Program] = {p.name: p for p in [
     _function(shared_factor_sum, lambda x1, x2, x3, x4, w: (x1 + x2 + x3 + x4) @ w, *[(256, 512)] * 4, (512, 512)),
     _function(scale_small_side, lambda a, b: a @ (b * 0.5), (2048, 16), (16, 1024)),
     _function(transpose_cancel, lambda a, b, x: a @ (b @ x), (768, 768), (768, 768), (768, 4)),
+    _function(broadcast_bias_mean, lambda x, b: x.mean(dim=-1) + b.mean(), (4096, 1024), (1024,)),
     _module("low_rank", lambda: examples.LowRank(n=1024, r=16), _low_rank_hand, (512, 1024),
             doc=examples.LowRank.__doc__),
     _module("qkv_sum", QKVSum, _qkv_sum_hand, (512, 256)),

@@ -40,7 +40,7 @@ def test_terms_type_symbolically_as_the_op_table_does():
     assert wide.shape == (("i",), ("j", "k"))
     assert [a for a, _ in applications("Slice", (wide,), SYMBOLS)] == [(1, (), ("j",)), (1, ("j",), ("j", "k"))]
     ev = Evaluator(VARS + [Var("C", (("i",), ("k",)))], SYMBOLS)
-    ev.keep(wide, ev.values(wide))
+    ev.keep(wide, ev.values(wide), ev.redrawn(wide))
     back = term("Slice", wide, attrs=(1, (), ("j",)))
     assert fingerprint(back.shape, ev.values(back)) == fingerprint(A.shape, ev.kept[A])  # slicing undoes it
 
@@ -51,7 +51,7 @@ def test_equal_terms_share_a_fingerprint_and_others_do_not():
     right = term("Expand", term("Sum", R, attrs=((1,),)), attrs=(((("i",), ())),))
     wrong = term("Sum", term("Expand", R, attrs=(((("i",), ("j",))),)), attrs=((0,),))
     for t in (left.kids[0], right.kids[0]):
-        ev.keep(t, ev.values(t))
+        ev.keep(t, ev.values(t), ev.redrawn(t))
     prints = [fingerprint(t.shape, ev.values(t)) for t in (left, right, wrong)]
     assert prints[0] == prints[1] != prints[2]
 
@@ -156,3 +156,17 @@ def test_terms_evaluate_with_the_op_tables_reference_implementations():
     [first, *_] = ev.values(t)
     inst = ev.instances[0]
     torch.testing.assert_close(first, inst.inputs["A"] @ inst.inputs["W"])
+
+
+def test_terms_in_which_a_variable_cancels_are_no_candidates():
+    """A + (s - A) is s whatever A is: such a term neither represents a class nor makes a candidate."""
+    vars_ = parse_vars("A:i,j s:scalar")
+    found = enumerate_candidates(vars_, ["Add", "Sub", "Neg"], 2, symbols_of(vars_))
+    assert found.cancelling > 0
+    assert not [c for c in found.candidates if "sub(A, A)" in c.text() or "add(A, neg(A))" in c.text()]
+    ev = Evaluator(vars_, ["i", "j"])
+    a, s = vars_
+    neg = term("Neg", a)
+    ev.keep(neg, ev.values(neg), ev.redrawn(neg))
+    t = term("Add", a, neg)
+    assert ev.cancels(t, ev.values(t), ev.redrawn(t)) and not ev.cancels(neg, ev.values(neg), ev.redrawn(neg))

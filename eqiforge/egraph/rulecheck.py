@@ -21,7 +21,7 @@ from pathlib import Path
 from .. import ops
 from ..errors import EqiforgeError
 from ..ir import Graph
-from ..paths import cache_dir
+from ..paths import read_entry, write_entry
 from . import rulesets
 from .patterns import rule_patterns
 from .soundness import check_rules_on
@@ -263,12 +263,12 @@ def check_custom_rules(names: list[str] | None) -> None:
 
 
 def _cached_verdicts(path: Path, text: str) -> list[Verdict]:
-    key = hashlib.sha256(json.dumps([VERSION, path.name, text]).encode()).hexdigest()[:24]
-    where = cache_dir("rulecheck") / f"{key}.json"
-    if where.exists():
-        return [Verdict(**v) for v in json.loads(where.read_text())]
+    key = hashlib.sha256(json.dumps([VERSION, path.name, text]).encode()).hexdigest()[:24] + ".json"
+    stored = read_entry("rulecheck", key)
+    if stored is not None:
+        return [Verdict(**v) for v in json.loads(stored)]
     verdicts = check_file(path)
-    where.write_text(json.dumps([v.__dict__ for v in verdicts]))
+    write_entry("rulecheck", key, json.dumps([v.__dict__ for v in verdicts]).encode())
     return verdicts
 
 

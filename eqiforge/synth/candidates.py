@@ -64,6 +64,7 @@ class Enumeration:
     terms: int = 0  # enumerated, all sizes
     classes: int = 0
     constant: int = 0
+    cancelling: int = 0  # a variable of the term cancels out (A + (s - A)): its value does not depend on it
     not_finite: int = 0
     unorientable: int = 0  # equal values, but each side has a variable the other lacks (A - A = B - B)
     renamings: int = 0  # candidates equal to an earlier one up to renaming variables and sizes
@@ -99,12 +100,16 @@ def enumerate_candidates(vars_: list[Var], ops: list[str], max_size: int, symbol
                 if constant(values):
                     found.constant += 1
                     continue
+                redrawn = evaluator.redrawn(term)
+                if evaluator.cancels(term, values, redrawn):
+                    found.cancelling += 1
+                    continue
                 key = fingerprint(term.shape, values)
                 rep = classes.get(key)
                 if rep is None:
                     classes[key] = term
                     by_size[size].append(term)
-                    evaluator.keep(term, values)
+                    evaluator.keep(term, values, redrawn)
                 elif ac_normal(term) == ac_normal(rep):
                     found.commuted += 1
                 elif orientable(term, rep) or orientable(rep, term):

@@ -21,7 +21,11 @@ from .values import to_graph
 #: sizes the derivation graphs are built at (distinct, none 1: no rule's size guard holds by accident)
 SIZES = (3, 4, 5, 6, 7, 8, 9, 10)
 CHUNK = 400  # candidates per saturated graph
-EXTRA = "synthesized"  # the kept rules' rule set while minimizing
+CHUNK_WITH_KEPT, KEPT_ENODES = 100, 15_000  # with kept rules: smaller graphs and e-node limit (the cap per rule)
+EXTRA = "synthesized"  # the kept rules' rule sets while minimizing: synthesized0, synthesized1, ...
+#: rules per rule set: egglog's memory grows with the square of a set's rules (one set of 100 synthesized rules
+#: took 0.7 GB, of 200 1.8 GB, of 300 3.4 GB; 538 in sets of 60: 1.6 GB)
+RULES_PER_SET = 60
 #: the kept rules run capped from their first step, and are banned past a few matches: hundreds of rules of
 #: which some commute or regroup would otherwise add millions of e-nodes in one step (a size-3 run ran out
 #: of 14 GB so)
@@ -39,17 +43,22 @@ def scalar_values(candidates) -> dict[str, float]:
     return {n: 0.25 + 0.5 * i for i, n in enumerate(names)}
 
 
-def derivable(candidates: list, symbols: list[str], extra_rules: str | None = None, limits: sat.Limits | None = None,
+def derivable(candidates: list, symbols: list[str], extra_rules: list[str] = (), limits: sat.Limits | None = None,
               progress=None, without: tuple[str, ...] = ()) -> tuple[list[bool], list[str]]:
     """(whether each candidate's sides join under the algebra rule sets less the rules named in ``without``,
-    plus ``extra_rules``; the stop reasons of chunks that hit a limit)."""
+    plus the rules of ``extra_rules`` (egglog texts, one rule each); the stop reasons of chunks that hit a
+    limit)."""
     sizes, scalars = derive_sizes(symbols), scalar_values(candidates)
     joined, limited = [], []
-    with rulesets.rules_folder_with({EXTRA: extra_rules} if extra_rules else {}, without=without) as extra:
-        shipped = sat.default_schedule(None, limits or sat.Limits(), ("algebra",))
+    files = {f"{EXTRA}{k // RULES_PER_SET}": "\n".join(extra_rules[k:k + RULES_PER_SET])
+             for k in range(0, len(extra_rules), RULES_PER_SET)}
+    with rulesets.rules_folder_with(files, without=without) as extra:
+        limits = limits or (sat.Limits(enodes=KEPT_ENODES) if extra else sat.Limits())
+        shipped = sat.default_schedule(None, limits, ("algebra",))
         schedule = Schedule(shipped.steps + tuple(Step(n, EXTRA_BACK_OFF) for n in extra), shipped.limits)
-        for start in range(0, len(candidates), CHUNK):
-            chunk = candidates[start:start + CHUNK]
+        size = CHUNK_WITH_KEPT if extra else CHUNK
+        for start in range(0, len(candidates), size):
+            chunk = candidates[start:start + size]
             g, memo, sides = Graph(), {}, []
             for c in chunk:
                 sides.append((to_graph(g, c.lhs, sizes, scalars, memo), to_graph(g, c.rhs, sizes, scalars, memo)))

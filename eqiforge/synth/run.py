@@ -99,7 +99,7 @@ def synthesize(ops: list[str] | None = None, vars_spec: str = DEFAULT_VARS, max_
             out.kept += _keep(batch, vars_, symbols, seed, out.rejected, taken)
             bar.update(len(batch))
             if remaining:
-                joined, limited = derive.derivable(remaining, symbols, _file_text(out.kept), without=out.without)
+                joined, limited = derive.derivable(remaining, symbols, _rule_texts(out.kept), without=out.without)
                 out.limited += limited
                 out.followed += sum(joined)
                 bar.update(sum(joined))
@@ -185,8 +185,8 @@ def _run_rules(kept: list[Kept], sizes, scalars) -> dict[str, str] | None:
     return verdicts
 
 
-def _file_text(kept: list[Kept]) -> str:
-    return "\n".join(text for k in kept for _, text in k.rules)
+def _rule_texts(kept: list[Kept]) -> list[str]:
+    return [text for k in kept for _, text in k.rules]
 
 
 def _drop_redundant(out: Synthesis, symbols, deadline: float, groups: int = 8) -> int:
@@ -199,7 +199,7 @@ def _drop_redundant(out: Synthesis, symbols, deadline: float, groups: int = 8) -
         if not group or time.monotonic() > deadline:
             continue
         others = [k for k in out.kept if all(k is not m for m in group)]
-        joined, _ = derive.derivable([k.candidate for k in group], symbols, _file_text(others), without=out.without)
+        joined, _ = derive.derivable([k.candidate for k in group], symbols, _rule_texts(others), without=out.without)
         for k, j in zip(group, joined):
             if j:
                 out.kept.remove(k)
@@ -264,7 +264,8 @@ def report_text(out: Synthesis) -> str:
         "| stage | count |", "|---|---:|",
         f"| terms enumerated (by size: {', '.join(f'{s}: {n}' for s, n in e.per_size.items())}) | {e.terms} |",
         f"| classes of equal values | {e.classes} |",
-        f"| terms dropped: constant ({e.constant}), not finite ({e.not_finite}) | {e.constant + e.not_finite} |",
+        f"| terms dropped: constant ({e.constant}), a variable cancels ({e.cancelling}), not finite ({e.not_finite}) "
+        f"| {e.constant + e.cancelling + e.not_finite} |",
         f"| equal pairs with no rewrite direction (each side has a variable the other lacks) | {e.unorientable} |",
         f"| equal pairs that rename an earlier one | {e.renamings} |",
         f"| equal pairs up to commuting and regrouping Add, Mul, Maximum, Minimum (stated by no rule) | {e.commuted} |",

@@ -16,7 +16,7 @@ import torch
 
 from .. import ops
 from ..ir import Graph
-from .terms import Dim, Shape, Term, Var, dim_text
+from .terms import Dim, Shape, Term, Var, dim_text, variables
 
 ROUND = 6  # decimals a fingerprint keeps: equal terms differ by float64 rounding (~1e-13) only
 DTYPE = "float32"  # of the IR graphs built from terms (the e-graph's dtype analysis wants one)
@@ -81,19 +81,35 @@ def apply(term: Term, kids: list, sizes: dict[str, int]) -> torch.Tensor:
 
 
 class Evaluator:
-    """Values of terms at fixed instantiations; representatives' values are kept for their parents."""
+    """Values of terms at fixed instantiations; representatives' values are kept for their parents. Beside
+    the first instantiation's value, a term keeps its value with each of its variables drawn again (the
+    others as they were): a term that does not change with one of its variables has it cancel out."""
 
     def __init__(self, vars_: list[Var], symbols: list[str], count: int = 3, seed: int = 0):
         self.instances = instances(vars_, symbols, count, seed)
         self.kept: dict = {v: [i.inputs[v.name] for i in self.instances] for v in vars_}
+        redrawn = Instance(vars_, self.instances[0].sizes, seed + 7919).inputs
+        self.others: dict = {v: {v: redrawn[v.name]} for v in vars_}  # term -> variable -> value, it redrawn
 
     def values(self, term: Term) -> list[torch.Tensor] | None:
         """The term's value at every instantiation, or None where one is not finite."""
         out = [apply(term, [self.kept[k][n] for k in term.kids], inst.sizes) for n, inst in enumerate(self.instances)]
         return out if all(bool(torch.isfinite(v).all()) for v in out) else None
 
-    def keep(self, term: Term, values: list[torch.Tensor]) -> None:
+    def redrawn(self, term: Term) -> dict:
+        """variable -> the term's value at the first instantiation with that variable drawn again."""
+        sizes = self.instances[0].sizes
+        return {v: apply(term, [self.others[k].get(v, self.kept[k][0]) for k in term.kids], sizes)
+                for v in sorted(variables(term), key=lambda v: v.name)}
+
+    def cancels(self, term: Term, values: list[torch.Tensor], redrawn: dict) -> bool:
+        """Whether some variable of the term leaves its value unchanged (``A + (s - A)``, ``A / (A / s)``)."""
+        return any(bool(torch.equal(torch.round(r, decimals=ROUND), torch.round(values[0], decimals=ROUND)))
+                   for r in redrawn.values())
+
+    def keep(self, term: Term, values: list[torch.Tensor], redrawn: dict) -> None:
         self.kept[term] = values
+        self.others[term] = redrawn
 
 
 def constant(values: list[torch.Tensor]) -> bool:

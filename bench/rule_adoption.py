@@ -1,0 +1,64 @@
+"""What adopted rules cost and buy: e-graph growth, saturation time and predicted plan time on bench/'s suites
+with the shipped rules and with the rules less ADOPTED (issue 25: "measure what they cost").
+
+    python bench/rule_adoption.py                    # -> bench/results/rule_adoption.md
+
+Each program is optimized with the torch backend, no measuring, no cache, no plan check (what is compared is
+the optimizer's own work), once with every rule and once in a rules folder without ADOPTED, in one process.
+"""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import torch
+
+from measure import write_results
+
+ADOPTED = ("sum-of-expand-over-kept-dim", "max-of-expand-over-kept-dim", "min-of-expand-over-kept-dim")
+
+
+def optimize_all(cases) -> dict[str, tuple[int, float, float, int]]:
+    """program -> (e-nodes, saturation seconds, predicted plan seconds, matches of ADOPTED)."""
+    import eqiforge
+    found = {}
+    for name, case in cases:
+        program, example = case.make()
+        with torch.no_grad():
+            opt = eqiforge.optimize(program, example, backend="torch", measure="never", cache=False, validate=False)
+        r = opt.report
+        matches = sum(r.saturation.matches_per_rule().get(n, 0) for n in ADOPTED)
+        found[name] = (r.saturation.enodes, r.saturation.seconds, r.predicted_after, matches)
+    return found
+
+
+def main() -> None:
+    from run_cpu import SUITES
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--suites", default="algebra,kernelbench")
+    p.add_argument("--out", default=str(Path(__file__).resolve().parent / "results" / "rule_adoption.md"))
+    args = p.parse_args()
+    from eqiforge.egraph import rulesets
+    cases = [(f"{s}/{n}", c) for s in args.suites.split(",") for n, c in SUITES[s][0].items()]
+    with_rules = optimize_all(cases)
+    with rulesets.rules_folder_with({}, without=ADOPTED):
+        without = optimize_all(cases)
+    rows = [f"# Adopted rules: {', '.join(ADOPTED)}", "",
+            "| program | e-nodes without | with | saturate s without | with | predicted plan us without | with | "
+            "matches |", "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    totals = [0, 0, 0.0, 0.0]
+    for name, _ in cases:
+        (e0, s0, p0, _), (e1, s1, p1, m) = without[name], with_rules[name]
+        totals = [totals[0] + e0, totals[1] + e1, totals[2] + s0, totals[3] + s1]
+        if m or e0 != e1 or abs(p0 - p1) > 1e-12:
+            rows.append(f"| {name} | {e0} | {e1} | {s0:.2f} | {s1:.2f} | {p0 * 1e6:.1f} | {p1 * 1e6:.1f} | {m} |")
+    better = sum(with_rules[n][2] < without[n][2] * (1 - 1e-9) for n, _ in cases)
+    worse = sum(with_rules[n][2] > without[n][2] * (1 + 1e-9) for n, _ in cases)
+    rows += ["", f"{len(cases)} programs (rows: those where anything differs). Totals: {totals[0]} -> {totals[1]} "
+             f"e-nodes, saturation {totals[2]:.1f} -> {totals[3]:.1f} s; predicted plan time lower on {better}, "
+             f"higher on {worse}.", ""]
+    write_results(Path(args.out), rows)
+
+
+if __name__ == "__main__":
+    main()
