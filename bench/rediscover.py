@@ -69,7 +69,7 @@ def main() -> None:
     start = time.monotonic()
     out = run.synthesize(max_size=args.max_size, time_limit=args.time_limit, without=REMOVED)
     run.write(out, args.found)
-    back, _ = derive.derivable(cands, symbols, run._rule_texts(out.kept), without=REMOVED)
+    back, _ = derive.derivable(cands, symbols, run.rule_texts(out.kept), without=REMOVED)
     seconds = time.monotonic() - start
     rows = ["# Rediscovery of left-out rules", "",
             f"Left out: {', '.join(REMOVED)}. `eqiforge rules synthesize --max-size {args.max_size} --without ...` "

@@ -99,7 +99,7 @@ def synthesize(ops: list[str] | None = None, vars_spec: str = DEFAULT_VARS, max_
             out.kept += _keep(batch, vars_, symbols, seed, out.rejected, taken)
             bar.update(len(batch))
             if remaining:
-                joined, limited = derive.derivable(remaining, symbols, _rule_texts(out.kept), without=out.without)
+                joined, limited = derive.derivable(remaining, symbols, rule_texts(out.kept), without=out.without)
                 out.limited += limited
                 out.followed += sum(joined)
                 bar.update(sum(joined))
@@ -185,7 +185,8 @@ def _run_rules(kept: list[Kept], sizes, scalars) -> dict[str, str] | None:
     return verdicts
 
 
-def _rule_texts(kept: list[Kept]) -> list[str]:
+def rule_texts(kept: list[Kept]) -> list[str]:
+    """The egglog text of every rule of ``kept``, one a string."""
     return [text for k in kept for _, text in k.rules]
 
 
@@ -199,7 +200,7 @@ def _drop_redundant(out: Synthesis, symbols, deadline: float, groups: int = 8) -
         if not group or time.monotonic() > deadline:
             continue
         others = [k for k in out.kept if all(k is not m for m in group)]
-        joined, _ = derive.derivable([k.candidate for k in group], symbols, _rule_texts(others), without=out.without)
+        joined, _ = derive.derivable([k.candidate for k in group], symbols, rule_texts(others), without=out.without)
         for k, j in zip(group, joined):
             if j:
                 out.kept.remove(k)

@@ -123,8 +123,6 @@ def fingerprint(shape: Shape, values: list) -> str:
     """The symbolic shape (dims as sums in any order) and the values, rounded, as one digest."""
     h = hashlib.sha1(repr(tuple(tuple(sorted(d)) for d in shape)).encode())
     for v in values:
-        if isinstance(v, float):
-            v = torch.tensor([v], dtype=torch.float64)
         h.update(np.ascontiguousarray(np.round(v.numpy().ravel(), ROUND) + 0.0).tobytes())
     return h.hexdigest()
 
