@@ -16,7 +16,7 @@ import egglog.bindings as eb
 
 from .. import ops
 from ..errors import EqiforgeError
-from .rulesets import _assign
+from .rulesets import assign
 
 
 @dataclass
@@ -94,7 +94,7 @@ def rule_patterns(path: Path) -> list[RulePattern]:
         raise EqiforgeError(f"rule file {path.name} does not parse: {err}") from None
     found = []
     for cmd in commands:
-        name, _ = _assign(cmd, path.stem, path)
+        name, _ = assign(cmd, path.stem, path)
         shapes = {}
         if isinstance(cmd, eb.RewriteCommand):
             sides = [tree(cmd.rewrite.lhs)]

@@ -245,7 +245,7 @@ def _generated(text: str) -> list:
     return eb.EGraph().parse_program(text, filename="generated from eqiforge/ops.py")
 
 
-def _assign(cmd, ruleset: str, path: Path):
+def assign(cmd, ruleset: str, path: Path):
     """Return (rule name, command placed in ``ruleset``); reject anything that is not a named rule."""
     if isinstance(cmd, (eb.RewriteCommand, eb.BiRewriteCommand)):
         name, declared = cmd.rewrite.name, cmd.name
@@ -269,7 +269,7 @@ def load_ruleset(path: Path) -> RuleSet:
     name = path.stem
     names, commands = [], []
     for cmd in (_generated(GENERATED[name]()) if name in GENERATED else []) + _parse(path):
-        rule_name, new = _assign(cmd, name, path)
+        rule_name, new = assign(cmd, name, path)
         if rule_name in names:
             raise EqiforgeError(f"rule file {path.name}: rule name {rule_name!r} is used twice")
         names.append(rule_name)

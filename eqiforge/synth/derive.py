@@ -16,6 +16,7 @@ from ..egraph import rulesets
 from ..egraph import saturate as sat
 from ..egraph.schedule import BackOff, Schedule, Step
 from ..ir import Graph
+from .terms import variables
 from .values import to_graph
 
 #: sizes the derivation graphs are built at (distinct, none 1: no rule's size guard holds by accident)
@@ -38,7 +39,6 @@ def derive_sizes(symbols: list[str]) -> dict[str, int]:
 
 def scalar_values(candidates) -> dict[str, float]:
     """A distinct value per scalar variable: two scalars must not be one Fill node."""
-    from .terms import variables
     names = sorted({v.name for c in candidates for t in (c.lhs, c.rhs) for v in variables(t) if v.scalar})
     return {n: 0.25 + 0.5 * i for i, n in enumerate(names)}
 
