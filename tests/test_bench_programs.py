@@ -17,6 +17,7 @@ import measure  # noqa: E402
 import programs  # noqa: E402
 import run_cpu  # noqa: E402
 import summary  # noqa: E402
+import twins  # noqa: E402
 
 import eqiforge  # noqa: E402
 
@@ -48,6 +49,34 @@ def test_kernelbench_style_programs_optimize_correctly(name):
     assert "fell back" not in opt.report.validation, opt.report.validation
 
 
+@pytest.mark.parametrize("name", list(twins.SMALL))
+def test_twins_match_their_programs_and_optimize_correctly(name):
+    """Each twin computes what its program computes (at both sizes, on fresh inputs), and the program,
+    shrunk, optimizes to a module and a plan that match eager."""
+    for suite in (twins.SMALL, twins.SUITE):
+        program, example = suite[name].make()
+        hand = suite[name].hand(program)
+        with torch.no_grad():
+            for x in [example, *measure.fresh_inputs(example, 2)]:
+                assert measure.rel_error(hand(*x), program(*x)) <= measure.TOLERANCE
+    program, example = twins.SMALL[name].make()
+    opt = eqiforge.optimize(program, example, backend="torch")
+    with torch.no_grad():
+        want = program(*example)
+        assert measure.rel_error(opt(*example), want) <= measure.TOLERANCE
+        assert measure.rel_error(opt.runner.forward(*example), want) <= measure.TOLERANCE
+
+
+def test_twins_suite_is_whole():
+    """At least 20 programs, each claiming an algebraic win, documented, a twin that is not the program,
+    the same names at both sizes and none shared with the other suites."""
+    assert len(twins.SUITE) >= 20 and list(twins.SUITE) == list(twins.SMALL)
+    assert not set(twins.SUITE) & (set(programs.PROGRAMS) | set(kernelbench_style.SUITE))
+    for name, p in twins.SMALL.items():
+        program, _ = p.make()
+        assert p.algebraic_win and p.doc and p.hand(program) is not program, name
+
+
 def test_kernelbench_style_suite_is_whole():
     """At least 40 programs, the same ones at both sizes, none claiming an algebraic win (the yardstick is
     eager), every one documented, and no name shared with the algebra suite (run_cpu --programs)."""
@@ -77,8 +106,9 @@ def test_suite_option_selects_programs_and_files():
     args = run_cpu.parse_args(["--suite", "kernelbench"])
     assert args.suites == ["kernelbench"] and args.programs == list(kernelbench_style.SUITE)
     args = run_cpu.parse_args(["--suite", "all", "--programs", "softmax,low_rank"])
-    assert args.suites == ["algebra", "kernelbench"] and args.programs == ["softmax", "low_rank"]
+    assert args.suites == ["algebra", "kernelbench", "twins"] and args.programs == ["softmax", "low_rank"]
     assert run_cpu.SUITES["kernelbench"][1] == "cpu_kernelbench" and run_cpu.SUITES["algebra"][1] == "cpu"
+    assert run_cpu.SUITES["twins"][1] == "cpu_twins"
     with pytest.raises(SystemExit):
         run_cpu.parse_args(["--suite", "algebra", "--programs", "softmax"])
 
