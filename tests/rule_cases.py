@@ -71,6 +71,16 @@ def _scaled_product(rng):
     return b.out(b.op("Mul", y, b.fill(rng.uniform(-2, 2), y))), ["matmul"]
 
 
+@case("neg-out-of-matmul-left", "neg-out-of-matmul-right", "neg-into-matmul-left", "neg-into-matmul-right")
+def _negated_products(rng):
+    b = B(rng)
+    m, k, n = b.dim(), b.dim(), b.dim()
+    a, c = b.x("a", m, k), b.x("c", k, n)
+    outs = [b.op("MatMul", b.op("Neg", a), c), b.op("MatMul", a, b.op("Neg", c)),
+            b.op("Neg", b.op("MatMul", b.x("a2", 2, m, k), b.x("c2", 2, k, n)))]
+    return b.out(*outs), ["matmul"]
+
+
 @case("matmul-scale-out-of-left")
 def _scaled_left(rng):
     b = B(rng)
@@ -292,6 +302,46 @@ def _reductions_of_broadcasts(rng):
     point = b.op("Expand", b.x("p", 1, 1, k), attrs=[(m, n, k)])
     outs = [b.op(r, row, attrs=[(0,)]) for r in ("Sum", "Amax", "Amin")]
     outs += [b.op(r, point, attrs=[(1,)]) for r in ("Sum", "Amax", "Amin")]  # other dims stay broadcast
+    return b.out(*outs), ["reduction"]
+
+
+@case("sum-of-broadcast-factor-right", "sum-of-broadcast-factor-left")
+def _sums_of_broadcast_factors(rng):
+    """A per-row scale summed over the row, on either side of the Mul, and an outer product's row sums."""
+    b = B(rng)
+    m, n = b.dim(), b.dim()
+    x = b.x("x", m, n)
+    rows = b.op("Expand", b.x("s", m, 1), attrs=[(m, n)])
+    outer = b.op("Mul", rows, b.op("Expand", b.x("v", 1, n), attrs=[(m, n)]))
+    outs = [b.op("Sum", b.op("Mul", x, rows), attrs=[(1,)]), b.op("Sum", b.op("Mul", rows, x), attrs=[(1,)]),
+            b.op("Sum", outer, attrs=[(1,)])]
+    return b.out(*outs), ["reduction"]
+
+
+@case("max-of-broadcast-offset-right", "max-of-broadcast-offset-left", "max-of-broadcast-offset-sub",
+      "min-of-broadcast-offset-right", "min-of-broadcast-offset-left", "min-of-broadcast-offset-sub")
+def _extrema_of_broadcast_offsets(rng):
+    b = B(rng)
+    m, n, k = b.dim(), b.dim(), b.dim()
+    x = b.x("x", m, n, k)
+    offset = b.op("Expand", b.x("c", m, 1, k), attrs=[(m, n, k)])
+    forms = [b.op("Add", x, offset), b.op("Add", offset, x), b.op("Sub", x, offset)]
+    return b.out(*[b.op(r, e, attrs=[(1,)]) for r in ("Amax", "Amin") for e in forms]), ["reduction"]
+
+
+@case("sum-of-row-product-2d-right", "sum-of-row-product-2d-left", "sum-of-row-product-3d-right",
+      "sum-of-row-product-3d-left")
+def _sums_of_row_products(rng):
+    """A broadcast row times x summed along the row: in 2-d, and in 3-d with one row or one per batch."""
+    b = B(rng)
+    p, m, n = b.dim(2, 3), b.dim(), b.dim()
+    x, x3 = b.x("x", m, n), b.x("x3", p, m, n)
+    row = b.op("Expand", b.x("v", 1, n), attrs=[(m, n)])
+    shared = b.op("Expand", b.x("v3", 1, 1, n), attrs=[(p, m, n)])
+    per_batch = b.op("Expand", b.x("vb", p, 1, n), attrs=[(p, m, n)])
+    outs = [b.op("Sum", b.op("Mul", x, row), attrs=[(1,)]), b.op("Sum", b.op("Mul", row, x), attrs=[(1,)])]
+    outs += [b.op("Sum", b.op("Mul", x3, v), attrs=[(2,)]) for v in (shared, per_batch)]
+    outs += [b.op("Sum", b.op("Mul", v, x3), attrs=[(2,)]) for v in (shared, per_batch)]
     return b.out(*outs), ["reduction"]
 
 
@@ -542,6 +592,32 @@ def _broadcast_row_product(rng):
     return b.out(b.op("MatMul", rows, b.x("w", 2, k, n))), ["broadcast"]
 
 
+@case("expand-out-of-matmul-right")
+def _broadcast_column_product(rng):
+    b = B(rng)
+    m, k, n = b.dim(), b.dim(), b.dim()
+    columns = b.op("Expand", b.x("column", 2, k, 1), attrs=[(2, k, n)])
+    return b.out(b.op("MatMul", b.x("a", 2, m, k), columns)), ["broadcast"]
+
+
+@case("row-scale-left-out-of-matmul", "row-scale-right-out-of-matmul", "column-scale-left-out-of-matmul",
+      "column-scale-right-out-of-matmul")
+def _scaled_rows_and_columns(rng):
+    """Rows scaled by a broadcast column (u v^T is one: both operands broadcast) and columns by a row, each
+    with the scale on either side of the Mul, in 2-d and with a batch dim."""
+    b = B(rng)
+    m, k, n = b.dim(), b.dim(), b.dim()
+    a, w = b.x("a", m, k), b.x("w", k, n)
+    rows = b.op("Expand", b.x("u", m, 1), attrs=[(m, k)])
+    outer = b.op("Mul", rows, b.op("Expand", b.x("v", 1, k), attrs=[(m, k)]))
+    cols = b.op("Expand", b.x("c", 1, n), attrs=[(k, n)])
+    batch_rows = b.op("Expand", b.x("bu", 1, m, 1), attrs=[(2, m, k)])
+    outs = [b.op("MatMul", outer, w), b.op("MatMul", b.op("Mul", a, rows), w),
+            b.op("MatMul", a, b.op("Mul", cols, w)), b.op("MatMul", a, b.op("Mul", w, cols)),
+            b.op("MatMul", b.op("Mul", b.x("ba", 2, m, k), batch_rows), b.x("bw", 2, k, n))]
+    return b.out(*outs), ["broadcast"]
+
+
 @case("add-interchange")
 def _sum_of_sums(rng):
     b = B(rng)
@@ -623,6 +699,18 @@ def _attention_ranks(rng):
         q, kt, v, _ = _attention_inputs(b, batch, tag=str(len(batch)))
         outs.append(b.op("MatMul", _softmax_last(b, b.op("MatMul", q, kt)), v))
     return b.out(*outs), ["composite", "attention"]
+
+
+@case("matmul-unflatten-rows", "matmul-flatten-rows")
+def _flattened_rows_product(rng):
+    """A linear map of a 3-d activation as ATen runs it, then a mean over its rows (the batched form is
+    reduced, then flattened again)."""
+    b = B(rng)
+    n, m, k, c = b.dim(1, 3), b.dim(), b.dim(), b.dim()
+    x, w = b.x("x", n, m, k), b.x("w", k, c)
+    flat = b.op("MatMul", b.op("Reshape", x, attrs=[(n * m, k)]), w)
+    y = b.op("Reshape", flat, attrs=[(n, m, c)])
+    return b.out(b.op("Sum", y, attrs=[(1,)]), b.op("Sum", y, attrs=[(2,)])), ["reshape", "reduction"]
 
 
 @case("matmul-unflatten-batch")
