@@ -130,11 +130,18 @@ def bench_program(p: Program, repeats: int, attempts: int) -> dict:
                                                        example, repeats, attempts)
     row["median_ms"] = {v: statistics.median(samples[v]) * 1e3 if v in samples else None for v in VARIANTS}
     row["min_ms"] = {v: min(samples[v]) * 1e3 if v in samples else None for v in VARIANTS}
-    ms = row["median_ms"]
-    row["ratios"] = {f"{a}/{b}": ms[a] / ms[b] if ms[a] and ms[b] else None
+    row["ratios"] = {f"{a}/{b}": paired_ratio(samples, a, b)
                      for a, b in [("eqiforge", "hand"), ("eqiforge", "eager"), ("compile", "eager"),
                                   ("hand", "eager"), ("eqiforge_plan", "hand"), ("eqiforge_plan", "eager")]}
     return row
+
+
+def paired_ratio(samples: dict[str, list[float]], a: str, b: str) -> float | None:
+    """The median over rounds of a's time over b's in the same round (None when either was not timed): a
+    ratio of two medians lets a slow stretch of rounds weigh on one side only."""
+    if not samples.get(a) or not samples.get(b):
+        return None
+    return statistics.median(x / y for x, y in zip(samples[a], samples[b]))
 
 
 def machine_info(threads: int, repeats: int) -> dict:
@@ -142,7 +149,7 @@ def machine_info(threads: int, repeats: int) -> dict:
             "cpu_count": os.cpu_count(), "cpus_usable": len(os.sched_getaffinity(0)),
             "cpu": _cpu_model(), "platform": platform.platform(), "python": platform.python_version(),
             "torch": torch.__version__, "eqiforge": _source_version(), "threads": threads, "repeats": repeats,
-            "tolerance": TOLERANCE,
+            "tolerance": TOLERANCE, "paired_ratios": True,
             "timing": "median of per-call time.perf_counter under torch.no_grad; variants interleaved per repeat in "
                       "shuffled order; calls rotate over fresh input sets"}
 

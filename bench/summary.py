@@ -85,7 +85,9 @@ def markdown(results: dict) -> str:
     lines = [f"# CPU benchmark, {suite} suite ({m['date']})", "",
              f"EqiForge {m['eqiforge']}, {m['cpu']}, {m['cpus_usable']} usable CPUs, torch {m['torch']}, "
              f"{m['threads']} threads, "
-             f"median of {m['repeats']} interleaved calls; times in ms, ratios < 1 are faster. 'plan alone' is "
+             f"median of {m['repeats']} interleaved calls; times in ms; ratios (< 1: faster) are medians of per-round "
+             f"ratios{'' if m.get('paired_ratios') else ' (in results before paired ratios: ratios of medians)'}. "
+             f"'plan alone' is "
              f"EqiForge's lowered plan called without its drop-in wrapper (a diagnostic, not a target); 'runs' says "
              f"whether EqiForge's module runs its plan or the original program (a plan predicted no better).", "",
              "| " + " | ".join(HEADER) + " |", "|" + "---|" * len(HEADER)]
