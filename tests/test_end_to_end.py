@@ -185,6 +185,16 @@ def test_torch_plan_is_straight_line_code_with_matrix_vector_products():
     assert opt.source.startswith("# EqiForge plan of chain: ") and "\ndef plan(a, b, in_t1):\n" in opt.source
 
 
+def test_torch_plan_runs_elementwise_ops_of_vectors_in_1d():
+    """(u v^T) x = u (v . x): the scale of the matrix-vector result is one 1-D multiply, with no [k, 1]
+    views around it (no unsqueeze, expand or reshape of u), and the result matches eager."""
+    def outer_matvec(u, v, x):
+        return (u.unsqueeze(-1) * v) @ x
+    opt = check(outer_matvec, (torch.randn(2048), torch.randn(1024), torch.randn(1024)))
+    body = opt.source.split("def plan(", 1)[1]
+    assert "torch.mul(u, " in body and "unsqueeze" not in body and "expand" not in body and "u.reshape" not in body
+
+
 def test_torch_plan_calls_mean_and_broadcasts_implicitly():
     """A mean (decomposed by the frontend into a sum and a scale) is one mean call again, a broadcast row
     is read as it is (no expand per call), and intermediates are freed after their last use."""
