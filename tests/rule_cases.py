@@ -701,7 +701,7 @@ def _attention_ranks(rng):
     return b.out(*outs), ["composite", "attention"]
 
 
-@case("matmul-unflatten-rows", "matmul-flatten-rows")
+@case("matmul-unflatten-rows", "matmul-flatten-rows-to-vector", "matmul-flatten-summed-rows")
 def _flattened_rows_product(rng):
     """A linear map of a 3-d activation as ATen runs it, then a mean over its rows (the batched form is
     reduced, then flattened again)."""
