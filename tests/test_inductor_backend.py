@@ -104,6 +104,24 @@ def test_inductors_cache_takes_a_plan_and_a_hit_binds_this_plans_own_weights(tmp
     assert results[1].get("fxgraph_cache_hit") == 1
 
 
+def test_a_0d_constant_inductor_writes_into_the_code_keys_the_cache_by_its_value(tmp_path, monkeypatch):
+    """Inductor inlines a 0-d tensor as a literal: keyed by its metadata alone, the second plan would hit the
+    first one's code and add the first one's value (a plan's folded bias of a linear layer to one feature)."""
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path))
+    x, v = torch.randn(32, 64), torch.randn(64)
+    for seed in (1, 2):
+        torch.manual_seed(seed)
+        bias = torch.randn(())
+
+        def plan(x):
+            return (torch.mv(x, v) + bias,)  # noqa: B023 - called in this iteration only
+        run, graph = inductor_plan.inductor_compiled(plan, [x])
+        torch.testing.assert_close(run(x)[0], plan(x)[0])
+        kept = [getattr(graph, n.target) for n in graph.graph.nodes if n.op == "get_attr"]
+        assert sorted(t.dim() for t in kept) == [0, 1]
+        assert all(hasattr(t, "_is_frozen_param") == (t.dim() > 0) for t in kept)
+
+
 EXPORTED = """
 import json, sys
 sys.modules["egglog"] = None

@@ -11,7 +11,7 @@ as the torch backend's code.
 
 Inductor's on-disk FX graph cache takes these graphs: the trace has a shape environment (static shapes), and
 the graph's tensors are marked as frozen parameters, so the cache key holds their shapes and dtypes, not their
-values, and a hit binds this graph's own tensors. A second process (or a model with other weights) compiling
+values, and a hit binds this graph's own tensors (0-d tensors, which Inductor inlines, are keyed by value). A second process (or a model with other weights) compiling
 the same plan loads Inductor's code instead of generating and building it again (seconds per model).
 """
 from __future__ import annotations
@@ -66,10 +66,12 @@ def _laying_out(fn, strides: list):
 def _freeze_constants(graph: torch.fx.GraphModule) -> None:
     """Mark the graph's tensors (the plan's weights and folded constants) as frozen parameters, as Inductor's
     freezing marks the weights it embeds: the cache keys them by metadata and binds them from the graph. Each
-    is an alias of the plan's tensor (same storage), so the user's parameters are not marked."""
+    is an alias of the plan's tensor (same storage), so the user's parameters are not marked. A 0-d tensor stays
+    unmarked: Inductor writes its value into the code as a literal, so a key by metadata would hand another
+    plan's value to a hit (the cache's own exemption covers only the small 1-D tensors it inlines)."""
     for node in graph.graph.nodes:
         tensor = getattr(graph, node.target, None) if node.op == "get_attr" else None
-        if isinstance(tensor, torch.Tensor):
+        if isinstance(tensor, torch.Tensor) and tensor.dim() > 0:
             alias = tensor.detach()
             if isinstance(tensor, torch.nn.Parameter):  # the module takes only a Parameter in its place
                 alias = torch.nn.Parameter(alias, requires_grad=tensor.requires_grad)
