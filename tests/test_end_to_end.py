@@ -195,6 +195,29 @@ def test_torch_plan_runs_elementwise_ops_of_vectors_in_1d():
     assert "torch.mul(u, " in body and "unsqueeze" not in body and "expand" not in body and "u.reshape" not in body
 
 
+def test_torch_plan_computes_a_vectors_total_as_a_0d_tensor():
+    """Row sums of an outer product and of an outer sum, u sum(v) and n u + sum(v): the total is one 0-d
+    ``v.sum()`` read by the elementwise op as it is (no [1, 1] view, unsqueeze or expand of it), and a
+    dot product is ``torch.dot``; each result matches eager (priced for a CPU: on a GPU one launch of the
+    matrix-vector product of the expanded u costs less than two)."""
+    u, v, x = torch.randn(1024), torch.randn(768), torch.randn(768)
+    for fn in (lambda u, v: (u.unsqueeze(-1) * v).sum(dim=-1), lambda u, v: (u.unsqueeze(-1) + v).sum(dim=-1)):
+        body = check(fn, (u, v), device="cpu").source.split("def plan(", 1)[1]
+        assert "v.sum()" in body and not any(view in body for view in ("reshape", "unsqueeze", "expand"))
+    body = check(lambda u, v, x: (u.unsqueeze(-1) * v) @ x, (u, v, x), device="cpu").source.split("def plan(", 1)[1]
+    assert "torch.dot(v, x)" in body and "reshape" not in body
+
+
+def test_torch_plan_runs_a_linear_layers_feature_sum_as_a_matrix_vector_product():
+    """A linear layer summed over its features is x (W's column sums) + sum(b): the folded [k, 1] weight
+    and [1, 1] bias get 1-D and 0-d views made once, and the product is ``torch.mv`` plus the 0-d bias,
+    not addmm of a [k, 1] matrix."""
+    model = torch.nn.Linear(32, 24).eval()
+    opt = check(lambda x: model(x).sum(dim=-1), (torch.randn(40, 32),), device="cpu")
+    body = opt.source.split("def plan(", 1)[1]
+    assert "torch.mv(x, " in body and "addmm" not in opt.source and "reshape" not in body
+
+
 def test_torch_plan_calls_mean_and_broadcasts_implicitly():
     """A mean (decomposed by the frontend into a sum and a scale) is one mean call again, a broadcast row
     is read as it is (no expand per call), and intermediates are freed after their last use."""
