@@ -358,37 +358,51 @@ def _why_not_inductor(opts: Options, captured, args, kwargs, plans_only: bool = 
 
 def _measured_generator(optimized, fn, args, kwargs, captured, opts: Options, why: str | None) -> None:
     """backend="auto": what runs now (the program as written, or the plan as torch code) against the same
-    compiled by Inductor, timed (choice.py); the faster runs. Inductor compiles only once timing needs it
-    (a cached decision times and compiles nothing it does not run)."""
+    compiled by Inductor, timed (choice.py); the faster runs. Beside a plan, the program compiled by Inductor
+    too, unless the plan is predicted decisively faster than the program (``_program_compile_may_win``):
+    Inductor's fusion of the program as written can beat the plan however it is compiled. Inductor compiles
+    only once timing needs it (a cached decision times and compiles nothing it does not run)."""
     report = optimized.report
-    source = captured.graph.format() if why else optimized.source
+    compiled = compiled_original(fn)
+    program_sets = choice.input_sets(args, kwargs) if why or _program_compile_may_win(report, opts) else None
+    program = captured.graph.format()
+    candidates = [] if program_sets is None else [
+        choice.Candidate("program under Inductor", choice.rotating(lambda a, k: compiled(*a, **k), program_sets),
+                         None, program + "\n# under Inductor", prepare=lambda: compiled(*args, **kwargs))]
     if why:
-        compiled, sets = compiled_original(fn), choice.input_sets(args, kwargs)
-        faster = choice.Candidate("program under Inductor", choice.rotating(lambda a, k: compiled(*a, **k), sets),
-                                  None, source + "\n# under Inductor", prepare=lambda: compiled(*args, **kwargs))
-        current = choice.Candidate("program", choice.rotating(lambda a, k: fn(*a, **k), sets), None, source)
+        candidates.insert(0, choice.Candidate("program", choice.rotating(lambda a, k: fn(*a, **k), program_sets),
+                                              None, program))
     else:
-        inductor, runner, sets = InductorPlan.of(optimized.runner), optimized.runner, choice.input_sets(*captured.inputs)
-        faster = choice.Candidate("plan under Inductor", choice.rotating(inductor, sets), None,
-                                  source + "\n# under Inductor", prepare=lambda: _compiled(inductor, captured.inputs))
-        current = choice.Candidate("plan", choice.rotating(runner, sets), None, source)
+        inductor, sets = InductorPlan.of(optimized.runner), choice.input_sets(*captured.inputs)
+        candidates[:0] = [
+            choice.Candidate("plan", choice.rotating(optimized.runner, sets), None, optimized.source),
+            choice.Candidate("plan under Inductor", choice.rotating(inductor, sets), None,
+                             optimized.source + "\n# under Inductor",
+                             prepare=lambda: _compiled(inductor, captured.inputs))]
     with torch.no_grad():
-        decision = choice.choose([current, faster], "always", opts.measure_seconds / 2, opts.min_gain, opts.cache,
-                                 key=captured.graph.format())
+        decision = choice.choose(candidates, "always", opts.measure_seconds / 2, opts.min_gain, opts.cache,
+                                 key=program)
     report.measured = "; then ".join(filter(None, [report.measured, decision.describe()]))
-    if decision.runs != faster.name:
-        return
-    if why:
+    if decision.runs == "program under Inductor":
         optimized.run_original(compiled, f"measured: {decision.why}", "the original program compiled by Inductor")
-        return
-    if inductor.graph is None:  # the decision came from the cache: compile now
-        try:
-            _compiled(inductor, captured.inputs)
-        except EqiforgeError as err:
-            report.measured += f" ({err}: the plan runs as torch code)"
-            return
-    optimized.run_plan_as(inductor, f"the plan, compiled by Inductor (measured: {decision.why})")
-    report.lowering_notes += inductor.notes
+    elif decision.runs == "plan under Inductor":
+        if inductor.graph is None:  # the decision came from the cache: compile now
+            try:
+                _compiled(inductor, captured.inputs)
+            except EqiforgeError as err:
+                report.measured += f" ({err}: the plan runs as torch code)"
+                return
+        optimized.run_plan_as(inductor, f"the plan, compiled by Inductor (measured: {decision.why})")
+        report.lowering_notes += inductor.notes
+
+
+def _program_compile_may_win(report, opts: Options) -> bool:
+    """Whether the program compiled by Inductor is timed beside a plan that beat the program as written:
+    always under ``measure="always"``; under "auto" unless the plan is predicted ``choice.DECISIVE`` times
+    faster than the program (an algebraic win; Inductor fuses the plan's graph as well as the program's, and
+    the compile it would cost is about a torch.compile's first call)."""
+    program = min(filter(None, (report.predicted_before, report.predicted_written)), default=None)
+    return opts.measure == "always" or program is None or program < choice.DECISIVE * report.predicted_after
 
 
 def _measured_dynamic_inductor(optimized, captured, opts: Options) -> None:

@@ -229,11 +229,46 @@ def test_auto_backend_runs_what_inductor_compiled_where_measured_faster(monkeypa
     first_stage, second_stage = opt.report.measured.split("; then ")
     current = "plan" if first_stage.endswith("runs: plan") else "program"
     assert second_stage.startswith(f"{current} ") and f"{current} under Inductor" in second_stage
-    assert second_stage.endswith(f"runs: {current} under Inductor")
+    assert second_stage.endswith(("runs: plan under Inductor", "runs: program under Inductor"))
     assert "compiled by Inductor (measured: faster than" in opt.report.runs
     records = [json.loads(line) for line in (tmp_path / "measure" / choice.RECORDS).read_text().splitlines()]
-    assert [c["name"] for c in records[-1]["candidates"]] == [current, f"{current} under Inductor"]
-    assert [c["predicted_s"] for c in records[-1]["candidates"]] == [None, None]  # Inductor is not priced
+    compiled = [f"{current} under Inductor"] + (["program under Inductor"] if current == "plan" else [])
+    assert [c["name"] for c in records[-1]["candidates"]] == [current, *compiled]
+    assert {c["predicted_s"] for c in records[-1]["candidates"]} == {None}  # Inductor is not priced
+
+
+def test_auto_backend_runs_the_program_under_inductor_where_it_beats_the_plan_however_compiled(monkeypatch, tmp_path):
+    """Beside a plan that beat the program as written, the program compiled by Inductor is a candidate too
+    (its fusion can beat the plan's compile): here the plan, as torch code and compiled, made to run three
+    times per call, and the program's compile standing in for one that computes the chain in its fast order;
+    the program's compile runs. Under "auto" a plan predicted 2x faster than the program skips it."""
+    from eqiforge.runtime import inductor_plan
+    monkeypatch.setenv("EQIFORGE_CACHE_DIR", str(tmp_path))
+    fn, inputs = chain()
+    real_plan, real_compile = api.TorchPlan, inductor_plan.inductor_compiled
+
+    class Slowed(real_plan):
+        def _bind(self):
+            super()._bind()
+            forward = self.forward
+            self.forward = lambda *x: (forward(*x), forward(*x), forward(*x))[2]
+
+    def slowed(*args, **kwargs):
+        run, graph = real_compile(*args, **kwargs)
+        return (lambda *x: (run(*x), run(*x), run(*x))[2]), graph
+    monkeypatch.setattr(api, "TorchPlan", Slowed)
+    monkeypatch.setattr(inductor_plan, "inductor_compiled", slowed)
+    monkeypatch.setattr(api, "compiled_original", lambda fn: lambda a, b, v: a @ (b @ v))
+    with torch.no_grad():
+        opt = eqiforge.optimize(fn, inputs, measure="always", measure_seconds=2.0)
+        torch.testing.assert_close(opt(*inputs), fn(*inputs), rtol=1e-4, atol=1e-3)
+    first_stage, second_stage = opt.report.measured.split("; then ")
+    assert first_stage.endswith("runs: plan") and second_stage.startswith("plan ")
+    assert "plan under Inductor" in second_stage and second_stage.endswith("runs: program under Inductor")
+    assert opt.report.runs.startswith("the original program compiled by Inductor (measured: faster than")
+    with torch.no_grad():
+        auto = eqiforge.optimize(fn, inputs, measure="auto", measure_seconds=1.0)
+    assert "program under Inductor" not in auto.report.measured and "plan under Inductor" in auto.report.measured
 
 
 def test_auto_backend_keeps_the_torch_code_where_the_compiled_plan_is_slower_and_caches_it(monkeypatch, tmp_path):
