@@ -71,6 +71,26 @@ def test_keywords_and_constants_are_part_of_the_signature():
     assert "expected 1 tensor inputs, got 2" in opt.shape_log[1]
 
 
+def test_the_entrys_fast_check_only_speeds_up_what_its_own_checks_accept():
+    """The C check learns the last accepted call; a call it does not know (a strided view, a Parameter, a
+    tensor requiring grad) is decided by the entry's own checks and still runs the plan; a wrong shape or
+    dtype after a learned call is still refused."""
+    x, w = torch.randn(4, 8), torch.randn(8, 6)
+    opt = eqiforge.optimize(program, (x, w), shapes="static", original_if_no_better=False)
+    check_close(opt, x, w)
+    for other in (torch.randn(8, 8)[::2], torch.nn.Parameter(torch.randn(4, 8)), torch.randn(4, 8).requires_grad_()):
+        check_close(opt, other, w)
+        check_close(opt, x, w)
+    assert opt.calls == {"plan": 7, "fallback": 0}
+    for bad in (torch.randn(5, 8), torch.randn(4, 8).double()):
+        with pytest.raises(EqiforgeError, match="but the plan was optimized for float32\\[4, 8\\]"):
+            opt(bad, w)
+    with pytest.raises(EqiforgeError, match="expected 2 tensor inputs, got 1"):
+        opt([1.0], w)
+    fast = opt._entry.__globals__["fast"]
+    assert runtime_module._FastCheck.available and fast.check(x, w) and not fast.check(x.t().t()[:3], w)
+
+
 def test_static_shapes_keep_the_strict_errors():
     x, w = torch.randn(4, 8), torch.randn(8, 6)
     opt = eqiforge.optimize(program, (x, w), shapes="static")
