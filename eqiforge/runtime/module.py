@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import logging
+import operator
 import time
 import warnings
 from pathlib import Path
@@ -63,7 +64,7 @@ class OptimizedModule(torch.nn.Module):
         self.symbolic: dict[str, int] = {}  # a plan for every value of these symbols (their lower bounds)
         self._symbolic_plans: list[OptimizedModule] = []  # built for other signatures, tried before building
         self._counts = [0, 0]  # calls this module answered with a plan, with anything else
-        self._entry = self._compile_entry(self._plan_result())
+        self._set_entry(self._plan_result())
 
     def run_original(self, fn, why: str, what: str = "the original program") -> None:
         """Calls run ``fn``, the program as the user wrote it (``what`` says how it runs), behind the same
@@ -71,7 +72,7 @@ class OptimizedModule(torch.nn.Module):
         self._original = fn
         if isinstance(fn, torch.nn.Module):
             self.original = fn  # a submodule: it moves with .to() and shows in state_dict()
-        self._entry = self._compile_entry("original({args})")
+        self._set_entry("original({args})")
         self.report.runs = f"{what} ({why})"
 
     def alternative(self, runner, source: str, plan) -> OptimizedModule:
@@ -89,7 +90,7 @@ class OptimizedModule(torch.nn.Module):
         """Calls run the plan through ``runner``: the same plan generated another way, such as compiled by
         Inductor (``what`` says so in the report)."""
         self.runner = runner
-        self._entry = self._compile_entry(self._plan_result())
+        self._set_entry(self._plan_result())
         if what:
             self.report.runs = what
 
@@ -125,14 +126,14 @@ class OptimizedModule(torch.nn.Module):
         self._arity = call.arity if call.arity is not None else -1
         self._replan, self._original_program = replan, original
         self.plans = PlanCache(self._build, capacity) if replan is not None else None
+        self._set_entry(self._result)
 
     def forward(self, *args, **kwargs):
-        if kwargs or len(args) != self._arity:  # not the example's positional tensors: flatten first
-            return self._structured(args, kwargs)
-        return self._entry(*args)
+        return self._dispatch(*args, **kwargs)
 
-    # a drop-in replacement is called every step: skip nn.Module's hook dispatch (it registers no hooks)
-    __call__ = forward
+    # a drop-in replacement is called every step: a call goes straight to the generated ``_dispatch``, found
+    # in C (no nn.Module hook dispatch, which it registers none for, and no Python frame of forward's)
+    __call__ = property(operator.attrgetter("_dispatch"))
 
     def _structured(self, args, kwargs, leaves=None, tree=None):
         """A call flattened first (to ``leaves, tree`` unless the caller already did: a decoding step's kwargs
@@ -241,6 +242,12 @@ class OptimizedModule(torch.nn.Module):
             return "unflatten(list(runner.forward({args})), out_spec)"
         return "runner.forward({args})"
 
+    def _set_entry(self, result: str) -> None:
+        """Generate ``_entry(*inputs)`` and ``_dispatch(*args, **kwargs)`` (``_entry``'s body behind a test for the
+        example's positional tensors; other calls are flattened first), which return ``result``."""
+        self._result = result
+        self._entry, self._dispatch = self._compile_entry(result)
+
     def _compile_entry(self, result: str):
         """``entry(*inputs)``: checks every input's type, shape and dtype inline, counts the call, then returns
         ``result`` (the plan's outputs, or the original program's), in one generated function (a per-input
@@ -250,6 +257,7 @@ class OptimizedModule(torch.nn.Module):
         against them; the same checks make ``_accepts``."""
         names = [f"x{i}" for i in range(len(self.input_specs))]
         namespace = {"Tensor": torch.Tensor, "runner": self.runner, "mismatch": self._other,
+                     "structured": self._structured,
                      "unflatten": pytree.tree_unflatten, "out_spec": self.out_spec,
                      "original": getattr(self, "_original", None), "counts": self._counts,
                      "fast": _FastCheck()}
@@ -275,13 +283,16 @@ class OptimizedModule(torch.nn.Module):
             guard = [f"    if not fast.check({args}):", *("    " + line for line in guard), f"        fast.learn({args})"]
         guard += bind + ([f"    if not ({' and '.join(sized)}):", f"        return mismatch{call}"] if sized else [])
         counter = "counts[1] += 1" if result.startswith("original") else "counts[0] += 1"
-        source = "\n".join([f"def entry({args}):", *guard, f"    {counter}",
-                            f"    return {result.format(args=args)}", ""])
+        body = [*guard, f"    {counter}", f"    return {result.format(args=args)}"]
+        unpack = [f"    {args}{',' if len(names) == 1 else ''} = args"] if names else []
+        dispatch = ["    if kwargs or len(args) != " + str(len(names)) + ":", "        return structured(args, kwargs)",
+                    *unpack, *body] if self._arity == len(names) else ["    return structured(args, kwargs)"]
+        source = "\n".join([f"def entry({args}):", *body, "", "def dispatch(*args, **kwargs):", *dispatch, ""])
         if self.symbolic:
             checks = ["def accepts(" + args + "):", f"    if not ({' and '.join(first)}):", "        return False",
                       *bind, f"    return {' and '.join(sized)}", ""]
             self._accepts = compile_function("\n".join(checks), "accepts", dict(namespace))
-        return compile_function(source, "entry", namespace)
+        return compile_function(source, "entry", namespace), namespace["dispatch"]
 
     @property
     def source(self) -> str:
