@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import eqiforge
-from eqiforge import api, dims
+from eqiforge import api, choice, dims
 from eqiforge.dims import Lifter, Poly, SymInt
 from eqiforge.errors import EqiforgeError
 
@@ -230,6 +230,32 @@ def test_a_dynamic_graph_runs_as_the_fallback_compiles_it_where_that_is_measured
     assert dynamo.call_counts()["fallback"] - before["fallback"] == 3
     assert dynamo.REPORTS[-1].runs.startswith("the original graph, unchanged, op by op, at every size (measured")
     assert dynamo.REPORTS[-1].measured.endswith("runs: graph")
+
+
+def test_a_dynamic_graph_under_inductor_is_timed_against_its_plan_however_the_prices_compare(monkeypatch, tmp_path):
+    """The cost model cannot price Inductor's compile of the graph, so under "auto" a plan predicted
+    decisively faster than the graph op by op (every priced candidate decisive here) is still timed against
+    it: the plan made three times slower loses, and the graph compiled by Inductor serves every size."""
+    from eqiforge import dynamo
+
+    monkeypatch.setenv("EQIFORGE_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(choice, "DECISIVE", 0.0)
+
+    class Slowed(api.TorchPlan):
+        def _bind(self):
+            super()._bind()
+            forward = self.forward
+            self.forward = lambda *x: (forward(*x), forward(*x), forward(*x))[2]
+    monkeypatch.setattr(api, "TorchPlan", Slowed)
+    torch._dynamo.reset()
+    compiled = torch.compile(attention, backend="eqiforge", options={"original_if_no_better": False,
+                                                                     "measure": "auto", "measure_seconds": 1.0})
+    with torch.no_grad():
+        for length in (8, 9, 17):
+            args = qkv(length, length)
+            torch.testing.assert_close(compiled(*args), attention(*args), rtol=1e-5, atol=1e-5)
+    assert dynamo.SHAPE_PLANS[-1].graph_every_size is not None
+    assert dynamo.REPORTS[-1].runs.startswith("the original graph, compiled by Inductor, at every size (measured")
 
 
 def chain(x, w1, w2):
