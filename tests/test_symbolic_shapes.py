@@ -201,19 +201,22 @@ def test_torch_compile_optimizes_a_dynamic_graph_once_for_every_length():
     assert dynamo.SHAPE_PLANS[-1].cache.builds == 0 and "checked at" in dynamo.REPORTS[-1].symbolic
 
 
+class SlowedTorchPlan(api.TorchPlan):
+    """A plan as torch code that runs three times per call: slower than the graph by construction."""
+
+    def _bind(self):
+        super()._bind()
+        forward = self.forward
+        self.forward = lambda *x: (forward(*x), forward(*x), forward(*x))[2]
+
+
 def test_a_dynamic_graph_runs_as_the_fallback_compiles_it_where_that_is_measured_faster(monkeypatch, tmp_path):
     """The plan for every size made three times slower by construction: timed once against the graph, the graph
     serves every size, and no plan per shape is built."""
     from eqiforge import dynamo
 
     monkeypatch.setenv("EQIFORGE_CACHE_DIR", str(tmp_path))
-
-    class Slowed(api.TorchPlan):
-        def _bind(self):
-            super()._bind()
-            forward = self.forward
-            self.forward = lambda *x: (forward(*x), forward(*x), forward(*x))[2]
-    monkeypatch.setattr(api, "TorchPlan", Slowed)
+    monkeypatch.setattr(api, "TorchPlan", SlowedTorchPlan)
     torch._dynamo.reset()
     compiled = torch.compile(attention, backend="eqiforge", options={"original_if_no_better": False,
                                                                      "measure": "always", "measure_seconds": 1.0,
@@ -240,13 +243,7 @@ def test_a_dynamic_graph_under_inductor_is_timed_against_its_plan_however_the_pr
 
     monkeypatch.setenv("EQIFORGE_CACHE_DIR", str(tmp_path))
     monkeypatch.setattr(choice, "DECISIVE", 0.0)
-
-    class Slowed(api.TorchPlan):
-        def _bind(self):
-            super()._bind()
-            forward = self.forward
-            self.forward = lambda *x: (forward(*x), forward(*x), forward(*x))[2]
-    monkeypatch.setattr(api, "TorchPlan", Slowed)
+    monkeypatch.setattr(api, "TorchPlan", SlowedTorchPlan)
     torch._dynamo.reset()
     compiled = torch.compile(attention, backend="eqiforge", options={"original_if_no_better": False,
                                                                      "measure": "auto", "measure_seconds": 1.0})
