@@ -280,7 +280,8 @@ class OptimizedModule(torch.nn.Module):
         bind = [f"    {variable(s)} = {where}" for s, where in sorted(bindings.items())]
         guard = [f"    if not ({' and '.join(first)}):", f"        return mismatch{call}"] if first else []
         if first and not sized and _FastCheck.available:
-            guard = [f"    if not fast.check({args}):", *("    " + line for line in guard), f"        fast.learn({args})"]
+            guard = [f"    if not fast.check({args}):", *("    " + line for line in guard),
+                     f"        fast.learn({args})"]
         guard += bind + ([f"    if not ({' and '.join(sized)}):", f"        return mismatch{call}"] if sized else [])
         counter = "counts[1] += 1" if result.startswith("original") else "counts[0] += 1"
         body = [*guard, f"    {counter}", f"    return {result.format(args=args)}"]
