@@ -29,7 +29,8 @@ def test_the_plan_is_compiled_by_inductor_and_keeps_its_algebraic_win():
     inner, outer = [n for n in opt.runner.graph.graph.nodes if n.target == torch.ops.aten.mm.default]
     assert [a.name for a in inner.args] == ["b_1", "v_1"] and outer.args[1] is inner  # Inductor got a @ (b @ v)
     assert "torch.matmul(b, v)" in opt.source  # the small product first
-    torch.testing.assert_close(opt(a, b, v), chain(a, b, v), rtol=1e-4, atol=1e-4)
+    # reassociated in float32: entries reach ~100 here, so an absolute 1e-4 is about one rounding (1.2e-4 seen)
+    torch.testing.assert_close(opt(a, b, v), chain(a, b, v), rtol=1e-4, atol=1e-3)
 
 
 def test_a_program_without_a_win_runs_compiled_by_inductor_as_written():
