@@ -198,8 +198,8 @@ def _static_plan(gm, example_inputs, opts: api.Options, fallback: str, weights: 
     strides = _output_strides(gm)
     why = api.no_better(optimized, opts)
     report = optimized.report
-    timed = choice.untimed([("graph", report.predicted_written or report.predicted_before),
-                            ("plan", report.predicted_after)], opts.measure, opts.measure_seconds)
+    timed = choice.untimed([("graph", _graph_price(report, fallback)), ("plan", report.predicted_after)],
+                           opts.measure, opts.measure_seconds)
     if opts.measure == "never" or timed is not None or not api.measurable(optimized, opts, why):
         if timed is not None and opts.measure != "never" and api.measurable(optimized, opts, why):
             report.measured = timed.describe()
@@ -233,7 +233,7 @@ def _measured_choice(gm, example_inputs, optimized, examples, live, weights, str
     with unset_fake_temporarily(), torch.no_grad():
         sets = _timing_sets(len(example_inputs), weights, live, examples)
         candidates = [choice.Candidate("graph", choice.rotating(lambda *x: graph(list(x)), sets),
-                                       report.predicted_written or report.predicted_before, gm.code),
+                                       _graph_price(report, fallback), gm.code),
                       choice.Candidate("plan", choice.rotating(lambda *x: plan.uncounted(list(x)), sets),
                                        report.predicted_after, optimized.source)]
         decision = choice.choose(candidates, opts.measure, opts.measure_seconds, opts.min_gain, opts.cache,
@@ -244,6 +244,15 @@ def _measured_choice(gm, example_inputs, optimized, examples, live, weights, str
     report.runs = f"the original graph, {FALLBACKS[fallback]} (" + (
         f"measured: {decision.why})" if decision.medians else f"{why})")
     return _Fallback(graph)
+
+
+def _graph_price(report, fallback: str) -> float | None:
+    """The price of the graph as the fallback runs it, as a measured choice's candidate: op by op, the
+    program as written; compiled by Inductor, none, so it is timed against the plan however far apart the
+    prices are (the cost model cannot see Inductor's fusion): a cross-entropy's plan for every size predicted
+    2x faster than the graph op by op ran 1.6x Inductor's time, and a bmm-softmax-bmm's plan 1.2x in two runs
+    of four."""
+    return None if fallback == "inductor" else report.predicted_written or report.predicted_before
 
 
 def _timing_sets(count: int, fixed: dict, live: list[int], examples: list) -> list[list]:
@@ -493,12 +502,8 @@ class ShapePlans:
     def _measure_every_size(self) -> None:
         """The plan for every size timed against the graph as the fallback compiles it (Inductor, dynamic
         shapes), once, at the traced call's sizes (choice.py's protocol and cache): where the graph is faster
-        beyond the spread, it serves every size and no plan per shape is built. The graph compiled by Inductor
-        is not priced (the cost model cannot see Inductor's fusion, and the plan runs as torch code), so the
-        two are timed however far apart the prices are: a cross-entropy's plan predicted 2x faster than the
-        graph op by op ran 1.6x Inductor's time."""
+        beyond the spread, it serves every size and no plan per shape is built."""
         report, compiled = self.symbolic.module.report, []
-        graph_price = None if self.fallback == "inductor" else report.predicted_written or report.predicted_before
 
         def compile_graph():
             compiled.append(_fallback_compiler(self.fallback)(self.gm, self.examples))
@@ -508,7 +513,8 @@ class ShapePlans:
             sets = _timing_sets(len(args), {i: a for i, a in enumerate(args) if i not in live}, live,
                                 [args[i] for i in live])
             candidates = [choice.Candidate("graph", choice.rotating(lambda *x: compiled[0](list(x)), sets),
-                                           graph_price, self.gm.code, prepare=compile_graph),
+                                           _graph_price(report, self.fallback), self.gm.code,
+                                           prepare=compile_graph),
                           choice.Candidate("plan", choice.rotating(lambda *x: self.symbolic(list(x)), sets),
                                            report.predicted_after, self.symbolic.module.source)]
             decision = choice.choose(candidates, self.opts.measure, self.opts.measure_seconds, self.opts.min_gain,

@@ -197,13 +197,16 @@ def test_bad_measure_options_are_clear_errors(options, message):
         eqiforge.optimize(fn, inputs, **options)
 
 
-def test_the_torch_compile_backend_times_both_compiled_graphs(monkeypatch, tmp_path):
+@pytest.mark.parametrize("measure", ["always", "auto"])
+def test_the_torch_compile_backend_times_both_compiled_graphs(measure, monkeypatch, tmp_path):
     """Under torch.compile the candidates are the graph and the plan, both compiled by Inductor: the plan of a
-    chain (an algebraic win) runs; made to run the program twice more per call, the graph runs."""
+    chain (an algebraic win) runs; made to run the program twice more per call, the graph runs. Under "auto"
+    too, with every priced candidate "decisive": the graph as Inductor compiles it is not priced."""
     from eqiforge import dynamo
     monkeypatch.setenv("EQIFORGE_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(choice, "DECISIVE", 0.0)
     fn, inputs = chain()
-    options = {"measure": "always", "measure_seconds": 1.0, "cache": False}  # the second run must time again
+    options = {"measure": measure, "measure_seconds": 1.0, "cache": False}  # the second run must time again
     reports = []
     for slowed in (False, True):
         if slowed:
