@@ -36,8 +36,9 @@ from .runtime.torch_plan import BucketedPlan, TorchPlan
 
 BACKENDS = ("auto", "torch", "triton", "inductor")
 NEXT_PLANS = 2  # a measured choice times up to this many next-best distinct plans beside the best ...
-NEXT_PLANS_BAND = 1.5  # ... those predicted within this factor of it (the cost model's error on a CPU is that
-#                        large: a cross-entropy plan predicted 2% faster than eager ran 4x slower)
+NEXT_PLANS_BAND = 1.5  # ... those predicted within this factor of the best candidate, the program (priced as
+#                        written) included: the cost model's error on a CPU is that large (a cross-entropy plan
+#                        predicted 2% faster than eager ran 4x slower)
 SHAPES = ("specialize", "static")
 
 
@@ -317,7 +318,8 @@ def _measured_choice(optimized, fn, args, kwargs, captured, opts: Options, budge
         report.measured = f"not measured ({unsafe}); runs: the predicted choice"
         return no_better(optimized, opts)
     sets = choice.input_sets(args, kwargs)
-    alternatives = optimized.next_plans.plans(NEXT_PLANS, NEXT_PLANS_BAND) if optimized.next_plans else []
+    best = min(report.predicted_after, _program_price(report) or report.predicted_after)
+    alternatives = optimized.next_plans.plans(NEXT_PLANS, NEXT_PLANS_BAND * best) if optimized.next_plans else []
     modules = [optimized.alternative(runner, source, plan) for _, plan, runner, source in alternatives]
     with torch.no_grad():
         candidates = [
@@ -401,8 +403,13 @@ def _program_compile_may_win(report, opts: Options) -> bool:
     always under ``measure="always"``; under "auto" unless the plan is predicted ``choice.DECISIVE`` times
     faster than the program (an algebraic win; Inductor fuses the plan's graph as well as the program's, and
     the compile it would cost is about a torch.compile's first call)."""
-    program = min(filter(None, (report.predicted_before, report.predicted_written)), default=None)
+    program = _program_price(report)
     return opts.measure == "always" or program is None or program < choice.DECISIVE * report.predicted_after
+
+
+def _program_price(report) -> float | None:
+    """The program's predicted seconds: the lower of its price as captured (decomposed) and as written."""
+    return min(filter(None, (report.predicted_before, report.predicted_written)), default=None)
 
 
 def _measured_dynamic_inductor(optimized, captured, opts: Options) -> None:
@@ -550,16 +557,16 @@ class NextPlans:
         self.lowering, self.first, self.first_source = lowering, first, first_source
         self.node_cost, self.examples = node_cost, examples
 
-    def plans(self, count: int, band: float) -> list[tuple]:
-        """Up to ``count`` (selection, plan, runner, source), cheapest first, each predicted within ``band``
-        times the best plan's cost, with code of its own, passing the plan check (with ``validate``)."""
+    def plans(self, count: int, ceiling: float) -> list[tuple]:
+        """Up to ``count`` (selection, plan, runner, source), cheapest first, each predicted to take at most
+        ``ceiling`` seconds, with code of its own, passing the plan check (with ``validate``)."""
         lowering, found, sources, plans = self.lowering, [self.first], {self.first_source}, []
         check = None
         for _ in range(3 * count):  # a plan whose code repeats one found (another view e-node) is cut too
             if len(plans) == count:
                 break
             selection = next_best(lowering.snap, self.node_cost, found, time_limit=lowering.opts.extract_seconds)
-            if selection is None or selection.cost > band * self.first.cost:
+            if selection is None or selection.cost > ceiling:
                 break
             found.append(selection)
             plan, runner, source, _ = lowering.lower(selection)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
+import math
 import platform
 import time
 from collections.abc import Callable
@@ -30,6 +31,7 @@ MODES = ("auto", "always", "never")
 DECISIVE = 2.0  # "auto": a candidate predicted this many times faster than every other one runs untimed
 FASTER_IN = 0.75  # a candidate beats another when faster in at least this share of rounds ...
 #                   ... and by the caller's min_gain at the median
+ALIKE = 0.03  # timing stops once the winner so far is at most this much slower than any other (95% confidence)
 RECORDS = "records.jsonl"
 INPUT_SETS = 4  # copies of the example inputs a candidate's calls take in turn ...
 SETS_BYTES = 256 * 2**20  # ... as long as they fit in this many bytes together (else one: the example's)
@@ -91,7 +93,8 @@ def choose(candidates: list[Candidate], mode: str, budget_s: float, min_gain: fl
         return stored
     failed = _prepared(candidates)
     timings = timing.time_candidates({c.name: c.call for c in candidates if c.name not in failed}, budget_s,
-                                     settled=lambda t: settled(t, min_gain), **_device_hooks(device))
+                                     settled=lambda t: settled(t, min_gain), beaten=lambda t: beaten(t, min_gain),
+                                     **_device_hooks(device))
     timings.failed = {**failed, **timings.failed}
     if timings.rounds < timing.MIN_ROUNDS:
         why = timings.note or "the candidates failed"
@@ -183,21 +186,48 @@ def decide(timings: timing.Timings, order: list[str], min_gain: float) -> tuple[
 
 
 def settled(timings: timing.Timings, min_gain: float) -> bool:
-    """Whether more rounds would not change ``decide``'s answer (they cost time): every pair of candidates is
-    ordered beyond doubt (one faster than the other by more than ``min_gain`` in nine rounds of ten) or tied
+    """Whether more rounds are not worth their time: ``decide``'s winner so far is within ALIKE of every other
+    candidate (``_within``: more rounds could only trade it for one at most that much faster), or more rounds
+    would not change the winner, every pair of candidates being ordered beyond doubt (``_slower``) or tied
     beyond doubt (neither faster in a share of rounds whose upper confidence bound reaches FASTER_IN, so
     neither can take over from the other). Ties ran to the budget before: most of what measuring added to
     optimize()'s first call on programs whose candidates run alike."""
     names = list(timings.seconds)
+    winner = decide(timings, names, min_gain)[0]
+    if all(_within(timings.ratios(winner, other)) for other in names if other != winner):
+        return True
     for i, a in enumerate(names):
         for b in names[i + 1:]:
             ratios = timings.ratios(a, b)
-            ordered = (timing.quantile(ratios, 0.9) * (1 + min_gain) < 1
-                       or timing.quantile(ratios, 0.1) > 1 + min_gain)
+            ordered = _slower(ratios, min_gain) or _slower([1 / r for r in ratios if r > 0], min_gain)
             tied = max(_faster_share_bound(ratios), _faster_share_bound([1 / r for r in ratios if r > 0])) < FASTER_IN
             if not (ordered or tied):
                 return False
     return True
+
+
+def beaten(timings: timing.Timings, min_gain: float) -> set[str]:
+    """The candidates slower beyond doubt than another one (``_slower``): they cannot win, so they leave the
+    rounds (racing); ``decide`` compares them on the rounds they ran."""
+    names = list(timings.seconds)
+    return {a for a in names if any(_slower(timings.ratios(a, b), min_gain) for b in names if b != a)}
+
+
+def _slower(ratios: list[float], min_gain: float) -> bool:
+    """Whether the first of a pair is slower than the second by more than ``min_gain`` in nine rounds of ten."""
+    return bool(ratios) and timing.quantile(ratios, 0.1) > 1 + min_gain
+
+
+def _within(ratios: list[float]) -> bool:
+    """Whether the first of a pair is at most ALIKE slower than the second at the median, with 95% confidence
+    (the order statistic that bounds a median from above, normal approximation; from 2 * MIN_ROUNDS rounds).
+    Candidates a few percent apart under a noise of +-5% per round took 80-100 rounds to order or tie (1.2 s
+    of a 1.6 ms attention's first call); within ALIKE, the winner so far is good enough."""
+    n = len(ratios)
+    if n < 2 * timing.MIN_ROUNDS:
+        return False
+    upper = sorted(ratios)[min(n - 1, math.ceil(n / 2 + 1.645 * n ** 0.5 / 2))]
+    return upper <= 1 + ALIKE
 
 
 def _faster_share_bound(ratios: list[float]) -> float:

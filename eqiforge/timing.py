@@ -6,7 +6,9 @@ candidate that raises is dropped with the reason); then each round visits the ca
 and each visit is an untimed call followed at once by the timed one, so a candidate is timed on the caches
 it left itself, never on what a neighbour warmed or flushed. Comparisons are per round (the ratio of two
 candidates' times in the same round cancels the machine's drift, which moved a GEMM 1.6x between runs
-here) and a round is only as long as its candidates: no time is spent where nothing is learned.
+here) and a round is only as long as its candidates: no time is spent where nothing is learned. A candidate
+the caller finds beaten beyond doubt leaves the rounds (racing): a plan 4x slower than the program cost
+two-thirds of a round where it could no longer win.
 """
 from __future__ import annotations
 
@@ -32,23 +34,26 @@ class Timings:
 
     @property
     def rounds(self) -> int:
-        return min((len(v) for v in self.seconds.values()), default=0)
+        """Rounds timed (a candidate that left the race early has fewer)."""
+        return max((len(v) for v in self.seconds.values()), default=0)
 
     def median(self, name: str) -> float:
         return statistics.median(self.seconds[name])
 
     def ratios(self, name: str, other: str) -> list[float]:
-        """``name``'s time over ``other``'s, round by round."""
+        """``name``'s time over ``other``'s, round by round (the rounds both were timed in: the first ones)."""
         return [a / b for a, b in zip(self.seconds[name], self.seconds[other]) if b > 0]
 
 
 def time_candidates(candidates: dict[str, Callable[[], object]], budget_s: float, *, seed: int = 0,
                     min_rounds: int = MIN_ROUNDS, max_rounds: int = MAX_ROUNDS, sync: Callable[[], None] = None,
                     flush: Callable[[], None] = None, clock: Callable[[], float] = time.perf_counter,
-                    settled: Callable[[Timings], bool] = None) -> Timings:
+                    settled: Callable[[Timings], bool] = None,
+                    beaten: Callable[[Timings], set[str]] = None) -> Timings:
     """Time every candidate (a call with no arguments) by the protocol above: rounds until ``max_rounds``, or
     until ``budget_s`` is spent once ``min_rounds`` are done, or until ``settled(timings)`` says more rounds
-    cannot change the decision (checked from ``2 * min_rounds`` rounds); fewer (the note says how many) where the first
+    cannot change the decision; the candidates ``beaten(timings)`` names are not timed again (both are asked
+    from ``2 * min_rounds`` rounds on); fewer rounds (the note says how many) where the first
     calls and rounds pass HARD_LIMIT budgets before that. ``sync`` waits for a device's queued work (CUDA); ``flush`` evicts its
     caches before each visit (a GPU's L2), so a candidate is timed on its own warm-up call only."""
     sync, flush = sync or (lambda: None), flush or (lambda: None)
@@ -71,6 +76,8 @@ def time_candidates(candidates: dict[str, Callable[[], object]], budget_s: float
         spent = clock() - started
         if done >= min_rounds and spent >= budget_s or done >= 2 * min_rounds and settled and settled(timings):
             break
+        if done >= 2 * min_rounds and beaten:
+            names = [n for n in names if n not in beaten(timings)] or names
         if spent + round_cost > HARD_LIMIT * budget_s:  # the budget cannot fit the rounds a decision needs
             timings.note = (f"{done} rounds fit the budget of {budget_s:g} s (first calls {spent:.3g} s"
                             + (f", a round {round_cost:.3g} s)" if done else ")"))

@@ -70,6 +70,41 @@ def test_a_candidate_a_few_percent_faster_is_not_settled_as_a_tie(seed):
     assert choice.settled(timing.Timings({k: v * 10 for k, v in alike.items()}), 0.005)  # 10 of 20: a tie
 
 
+def raced(costs: dict[str, float], noise: float, seed: int) -> tuple[timing.Timings, FakeMachine]:
+    """The candidates timed as choose() times them: stopping once settled, the beaten ones leaving early."""
+    machine = FakeMachine(costs, noise, seed)
+    return machine.timings(budget_s=10.0, settled=lambda t: choice.settled(t, 0.005),
+                           beaten=lambda t: choice.beaten(t, 0.005)), machine
+
+
+def test_a_candidate_beaten_beyond_doubt_leaves_the_rounds_and_is_not_chosen():
+    longer = 0
+    for seed in range(10):
+        t, machine = raced({"program": 1e-3, "plan": 1e-3, "slow": 4e-3}, noise=0.2, seed=seed)
+        assert len(t.seconds["slow"]) == 2 * timing.MIN_ROUNDS <= len(t.seconds["plan"]) == t.rounds
+        assert machine.calls["slow"] == 1 + 2 * 2 * timing.MIN_ROUNDS
+        assert choice.decide(t, ["program", "plan", "slow"], 0.005)[0] != "slow"
+        longer += t.rounds > 2 * timing.MIN_ROUNDS
+    assert longer >= 5  # the tie of the other two takes more rounds, without the slow one
+
+
+def test_rounds_stop_once_the_winner_is_within_alike_of_the_rest():
+    costs = {"program": 1e-3, "plan": 0.985e-3, "plan 2": 1e-3, "plan 3": 0.99e-3}  # within 1.5%, noise +-5%
+    rounds = []
+    for seed in range(10):
+        t, _ = raced(costs, noise=0.05, seed=seed)
+        winner = choice.decide(t, list(costs), 0.005)[0]
+        assert costs[winner] <= (1 + choice.ALIKE) * min(costs.values())
+        rounds.append(t.rounds)
+    assert sorted(rounds)[5] <= 30  # without the rule: 100 (the budget fits 2,500), 1.2 s of a 1.6 ms program
+
+
+def test_a_candidate_six_percent_faster_under_ten_percent_noise_is_still_found():
+    wins = [choice.decide(raced({"program": 1e-3, "plan": 0.94e-3}, 0.1, seed)[0], ["program", "plan"], 0.005)[0]
+            for seed in range(20)]
+    assert wins.count("plan") >= 17  # stopping within ALIKE may keep the program where noise hid the gain
+
+
 def test_a_clearly_faster_candidate_wins_and_the_simpler_of_two_equal_ones():
     assert decided({"program": 1e-3, "plan": 0.7e-3}, noise=0.05, seed=0) == "plan"
     assert decided({"program": 1e-3, "plan": 0.7e-3, "later": 0.7e-3}, noise=0.05, seed=0) == "plan"
