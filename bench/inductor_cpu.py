@@ -10,18 +10,30 @@ torch.compile are medians of per-round ratios, which cancel the machine's drift)
 
 Build times (torch.compile and Inductor compile on their first call) are excluded from the timings. The
 yardstick of issue 13 is torch.compile: the eqiforge backend should be no slower than 1.05x of it anywhere.
+
+    python bench/inductor_cpu.py --suite kernelbench --variants compile,optimize_predicted,optimize --cold
+
+``--cold``: every program's variants start from empty Inductor and EqiForge caches (this CPU's calibration
+kept): the first-call table then compares cold compiles only. Without it, a program whose graph an earlier
+one compiled (gelu written out after gelu_tanh, nll_loss after cross_entropy) has torch.compile's first call
+read from Inductor's cache, 0.1 s instead of 1 s.
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
+import os
+import shutil
 import statistics
+import tempfile
 import time
 from pathlib import Path
 
 import torch
 
 import eqiforge
+from eqiforge.cost.calibrate import cache_path, cpu_device
 from measure import TOLERANCE, rel_error, steady_allocator, time_round_robin
 from run_cpu import SUITES, fresh
 
@@ -62,11 +74,34 @@ def build(program, example, names) -> tuple[dict, dict]:
     return variants, first_call
 
 
-def warm_up_inductor() -> None:
-    """Compile a trivial function once, so the first program's first torch.compile call does not pay the
-    process's one-time Dynamo and Inductor start-up alone (the first calls are compared across variants)."""
+def warm_up() -> None:
+    """Compile and optimize a trivial function once, so the first program's first torch.compile and optimize()
+    calls do not pay the process's one-time Dynamo, Inductor and EqiForge start-up alone (the first calls are
+    compared across variants)."""
     x = torch.randn(8)
     torch.compile(lambda t: t * 2 + 1)(x)
+    eqiforge.optimize(lambda t: t * 2 + 1, (x,), measure="never", cache=False)(x)
+
+
+@contextlib.contextmanager
+def cold_caches():
+    """Empty Inductor and EqiForge caches for what runs inside (the EqiForge one holding only this CPU's
+    calibration, which a machine measures once), both removed afterwards."""
+    from torch._inductor.runtime.cache_dir_utils import temporary_cache_dir
+    calibration = cache_path()
+    saved = os.environ.get("EQIFORGE_CACHE_DIR")
+    with tempfile.TemporaryDirectory() as inductor, tempfile.TemporaryDirectory() as ours:
+        if calibration.exists():
+            shutil.copy(calibration, Path(ours) / calibration.name)
+        os.environ["EQIFORGE_CACHE_DIR"] = ours
+        try:
+            with temporary_cache_dir(inductor):
+                yield
+        finally:
+            if saved is None:
+                os.environ.pop("EQIFORGE_CACHE_DIR")
+            else:
+                os.environ["EQIFORGE_CACHE_DIR"] = saved
 
 
 def _paired(samples: dict, variant: str, base: str) -> float:
@@ -86,6 +121,8 @@ def main() -> None:
     p.add_argument("--variants", default=",".join(BUILDERS), help=f"comma-separated, of {list(BUILDERS)}")
     p.add_argument("--repeats", type=int, default=100)
     p.add_argument("--out", help="the results file (default: bench/results/cpu_inductor[_SUITE].md)")
+    p.add_argument("--cold", action="store_true",
+                   help="each program's variants start from empty Inductor and EqiForge caches")
     args = p.parse_args()
     allocator = steady_allocator()
     suite = SUITES[args.suite][0]
@@ -96,10 +133,13 @@ def main() -> None:
     ratios = [v for v in variants_run if v not in ("eager", "compile")]
     versus_best = "optimize" in variants_run and "eager" in variants_run
     rows, first_rows = [], []
-    warm_up_inductor()
+    warm_up()
+    if args.cold:
+        cpu_device()  # calibrated once, before the first program's caches (cold_caches keeps it)
     for name in names:
         program, example = suite[name].make()
-        variants, first_call = build(program, example, variants_run)
+        with cold_caches() if args.cold else contextlib.nullcontext():
+            variants, first_call = build(program, example, variants_run)
         with torch.no_grad():
             samples = time_round_robin(variants, fresh(example, len(variants) + 1), args.repeats)
         ms = {v: statistics.median(samples[v]) * 1e3 for v in variants_run}
@@ -114,7 +154,7 @@ def main() -> None:
         RESULTS / ("cpu_inductor.md" if args.suite == "algebra" else f"cpu_inductor_{args.suite}.md")
     command = " ".join(["python bench/inductor_cpu.py", *(f"--{k} {v}" for k, v in
                         (("suite", args.suite), ("programs", args.programs), ("variants", args.variants),
-                         ("repeats", args.repeats)) if v)])
+                         ("repeats", args.repeats)) if v)] + (["--cold"] if args.cold else []))
     head = [f"# EqiForge + Inductor on the CPU ({datetime.datetime.now(datetime.timezone.utc).isoformat()})", "",
             f"{torch.get_num_threads()} threads, torch {torch.__version__}, median of {args.repeats} interleaved "
             f"calls, ms; ratios: median of per-round time ratios; allocator: {allocator}. `{command}`.", "",
