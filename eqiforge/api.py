@@ -188,18 +188,24 @@ def _plan_for_call(fn, args, kwargs, opts: Options, dynamic, declared: bool) -> 
     no_inductor = _why_not_inductor(opts, captured, args, kwargs) if chooses_generator else "not asked"
     budget = opts.measure_seconds / (1 if no_inductor else 2)  # both stages share measure_seconds
     why = no_better(optimized, opts)
+    compiled = None if no_inductor else compiled_original(fn)
+    first = FirstRace(why)
     if opts.backend == "torch" and measurable(optimized, opts, why):  # inductor: predicted (dynamo.py measures)
-        with timer("measure"):
-            why = _measured_choice(optimized, fn, args, kwargs, captured, opts, budget)  # in the report's stages
-    if why:
+        with timer("measure"):  # in the report's stages
+            first = _measured_choice(optimized, fn, args, kwargs, captured, opts, budget,
+                                     compiled if _program_compile_may_win(optimized.report, opts) else None)
+    why = first.why
+    if first.compiled_won:
+        optimized.run_original(compiled, why, "the original program compiled by Inductor")
+    elif why:
         optimized.run_original(compiled_original(fn) if opts.backend == "inductor" else fn, why)
     elif isinstance(optimized.runner, InductorPlan):  # compiled once chosen, not when the original runs
         optimized.runner.compile(captured.inputs)
         optimized.report.lowering_notes += optimized.runner.notes
-    if not no_inductor:
+    if not no_inductor and not (why and first.compiled_raced):  # the program won a race its compile ran in
         with timer("measure"):
-            _measured_generator(optimized, fn, args, kwargs, captured, opts, why)
-    elif chooses_generator and optimized.report.measured:
+            _measured_generator(optimized, fn, args, kwargs, captured, opts, why, compiled, first.compiled_raced)
+    elif no_inductor and chooses_generator and optimized.report.measured:
         optimized.report.measured += f"; Inductor not tried: {no_inductor}"
     optimized.next_plans = None  # the e-graph's alternatives are not kept with the module
     return optimized
@@ -309,14 +315,27 @@ def measurable(optimized, opts: Options, why: str | None) -> bool:
             and not (why or "").startswith(("the plan is PyTorch calls", "the plan computes nothing")))
 
 
-def _measured_choice(optimized, fn, args, kwargs, captured, opts: Options, budget: float) -> str | None:
-    """Time the program as written against the plan where the prediction does not decide (choice.py); the
-    report's ``measured`` row says what was timed. Returns why the original runs, or None for the plan."""
+@dataclass
+class FirstRace:
+    """What the first measured choice decided: why the original runs (None: the plan), whether the program
+    compiled by Inductor was one of its candidates, and whether it won."""
+
+    why: str | None
+    compiled_raced: bool = False
+    compiled_won: bool = False
+
+
+def _measured_choice(optimized, fn, args, kwargs, captured, opts: Options, budget: float,
+                     compiled=None) -> FirstRace:
+    """Time the program as written against the plan where the prediction does not decide (choice.py), and
+    against ``compiled`` (the program compiled by Inductor) when given: the second stage would time it
+    beside whichever of the two won, so it runs in this race, and a program that wins it needs no second
+    race. The report's ``measured`` row says what was timed."""
     report = optimized.report
     unsafe = choice.unsafe_to_repeat(args, kwargs)
     if unsafe:
         report.measured = f"not measured ({unsafe}); runs: the predicted choice"
-        return no_better(optimized, opts)
+        return FirstRace(no_better(optimized, opts))
     sets = choice.input_sets(args, kwargs)
     best = min(report.predicted_after, _program_price(report) or report.predicted_after)
     alternatives = optimized.next_plans.plans(NEXT_PLANS, NEXT_PLANS_BAND * best) if optimized.next_plans else []
@@ -330,17 +349,31 @@ def _measured_choice(optimized, fn, args, kwargs, captured, opts: Options, budge
         candidates += [choice.Candidate(f"plan {i}", choice.rotating(lambda a, k, m=module: m(*a, **k), sets),
                                         module.plan.predicted_seconds, module.source, nodes=graph_nodes(module.plan.graph))
                        for i, module in enumerate(modules, 2)]
+        if compiled is not None:
+            candidates.append(_compiled_candidate(compiled, captured, args, kwargs, sets))
         decision = choice.choose(candidates, opts.measure, budget, opts.min_gain, opts.cache,
                                  key=captured.graph.format())
     report.measured = decision.describe()
+    raced = compiled is not None and COMPILED_PROGRAM in decision.medians
     if not decision.medians:  # not timed: the prediction decides, as with measure="never"
-        return no_better(optimized, opts)
+        return FirstRace(no_better(optimized, opts))
     if decision.runs.startswith("plan "):  # a next-best plan was measured faster: it is the plan now
         selection, plan, runner, source = alternatives[int(decision.runs.split()[1]) - 2]
         optimized.use_plan(plan, runner, source)
         optimized.extraction.selection = selection
         report.predicted_after, report.ops_after = plan.predicted_seconds, plan.graph.op_counts()
-    return None if decision.runs.startswith("plan") else f"measured: {decision.why}"
+    if decision.runs.startswith("plan"):
+        return FirstRace(None, raced)
+    return FirstRace(f"measured: {decision.why}", raced, decision.runs == COMPILED_PROGRAM)
+
+
+COMPILED_PROGRAM = "program under Inductor"
+
+
+def _compiled_candidate(compiled, captured, args, kwargs, sets) -> choice.Candidate:
+    """The program compiled by Inductor as a measured choice's candidate (compiled only if it is timed)."""
+    return choice.Candidate(COMPILED_PROGRAM, choice.rotating(lambda a, k: compiled(*a, **k), sets), None,
+                            captured.graph.format() + "\n# under Inductor", prepare=lambda: compiled(*args, **kwargs))
 
 
 def _why_not_inductor(opts: Options, captured, args, kwargs, plans_only: bool = False) -> str:
@@ -358,19 +391,20 @@ def _why_not_inductor(opts: Options, captured, args, kwargs, plans_only: bool = 
     return "" if plans_only else choice.unsafe_to_repeat(args, kwargs)
 
 
-def _measured_generator(optimized, fn, args, kwargs, captured, opts: Options, why: str | None) -> None:
+def _measured_generator(optimized, fn, args, kwargs, captured, opts: Options, why: str | None, compiled,
+                        compiled_raced: bool = False) -> None:
     """backend="auto": what runs now (the program as written, or the plan as torch code) against the same
     compiled by Inductor, timed (choice.py); the faster runs. Beside a plan, the program compiled by Inductor
-    too, unless the plan is predicted decisively faster than the program (``_program_compile_may_win``):
-    Inductor's fusion of the program as written can beat the plan however it is compiled. Inductor compiles
-    only once timing needs it (a cached decision times and compiles nothing it does not run)."""
+    (``compiled``) too, unless the first race timed it (``compiled_raced``: the plan beat it there) or the plan
+    is predicted decisively faster than the program (``_program_compile_may_win``): Inductor's fusion of the
+    program as written can beat the plan however it is compiled. Inductor compiles only once timing needs it
+    (a cached decision times and compiles nothing it does not run)."""
     report = optimized.report
-    compiled = compiled_original(fn)
-    program_sets = choice.input_sets(args, kwargs) if why or _program_compile_may_win(report, opts) else None
+    program_sets = choice.input_sets(args, kwargs) if why or (
+        not compiled_raced and _program_compile_may_win(report, opts)) else None
     program = captured.graph.format()
     candidates = [] if program_sets is None else [
-        choice.Candidate("program under Inductor", choice.rotating(lambda a, k: compiled(*a, **k), program_sets),
-                         None, program + "\n# under Inductor", prepare=lambda: compiled(*args, **kwargs))]
+        _compiled_candidate(compiled, captured, args, kwargs, program_sets)]
     if why:
         candidates.insert(0, choice.Candidate("program", choice.rotating(lambda a, k: fn(*a, **k), program_sets),
                                               None, program))
@@ -385,7 +419,7 @@ def _measured_generator(optimized, fn, args, kwargs, captured, opts: Options, wh
         decision = choice.choose(candidates, "always", opts.measure_seconds / 2, opts.min_gain, opts.cache,
                                  key=program)
     report.measured = "; then ".join(filter(None, [report.measured, decision.describe()]))
-    if decision.runs == "program under Inductor":
+    if decision.runs == COMPILED_PROGRAM:
         optimized.run_original(compiled, f"measured: {decision.why}", "the original program compiled by Inductor")
     elif decision.runs == "plan under Inductor":
         if inductor.graph is None:  # the decision came from the cache: compile now

@@ -285,22 +285,25 @@ def test_auto_backend_runs_what_inductor_compiled_where_measured_faster(monkeypa
     with torch.no_grad():
         opt = eqiforge.optimize(fn, inputs, measure="always", measure_seconds=1.0)
         torch.testing.assert_close(opt(*inputs), fn(*inputs), rtol=1e-5, atol=1e-4)
-    first_stage, second_stage = opt.report.measured.split("; then ")
-    current = "plan" if first_stage.endswith("runs: plan") else "program"
-    assert second_stage.startswith(f"{current} ") and f"{current} under Inductor" in second_stage
-    assert second_stage.endswith(("runs: plan under Inductor", "runs: program under Inductor"))
+    races = opt.report.measured.split("; then ")
+    assert races[0].startswith("program ") and "program under Inductor" in races[0]  # one race with the program
+    assert races[-1].endswith(("runs: plan under Inductor", "runs: program under Inductor"))
     assert "compiled by Inductor (measured: faster than" in opt.report.runs
     records = [json.loads(line) for line in (tmp_path / "measure" / choice.RECORDS).read_text().splitlines()]
-    compiled = [f"{current} under Inductor"] + (["program under Inductor"] if current == "plan" else [])
-    assert [c["name"] for c in records[-1]["candidates"]] == [current, *compiled]
-    assert {c["predicted_s"] for c in records[-1]["candidates"]} == {None}  # Inductor is not priced
+    names = [[c["name"] for c in r["candidates"]] for r in records]
+    assert names[0][0] == "program" and names[0][-1] == "program under Inductor"
+    if len(races) == 2:  # a plan beat the program and its compile: then the plan against its own compile
+        assert races[0].endswith("runs: plan") and names[1] == ["plan", "plan under Inductor"]
+    else:  # the program's compile won the first race: no second one
+        assert races[0].endswith("runs: program under Inductor") and len(records) == 1
+    assert all(c["predicted_s"] is None for r in records for c in r["candidates"] if "Inductor" in c["name"])
 
 
 def test_auto_backend_runs_the_program_under_inductor_where_it_beats_the_plan_however_compiled(monkeypatch, tmp_path):
-    """Beside a plan that beat the program as written, the program compiled by Inductor is a candidate too
-    (its fusion can beat the plan's compile): here the plan, as torch code and compiled, made to run three
-    times per call, and the program's compile standing in for one that computes the chain in its fast order;
-    the program's compile runs. Under "auto" a plan predicted 2x faster than the program skips it."""
+    """The program compiled by Inductor races the program and the plan (its fusion can beat the plan
+    however compiled): here the plan, as torch code and compiled, made to run three times per call, and the
+    program's compile standing in for one that computes the chain in its fast order; the program's compile
+    runs, decided in one race. Under "auto" a plan predicted 2x faster than the program skips it."""
     from eqiforge.runtime import inductor_plan
     monkeypatch.setenv("EQIFORGE_CACHE_DIR", str(tmp_path))
     fn, inputs = chain()
@@ -321,9 +324,8 @@ def test_auto_backend_runs_the_program_under_inductor_where_it_beats_the_plan_ho
     with torch.no_grad():
         opt = eqiforge.optimize(fn, inputs, measure="always", measure_seconds=2.0)
         torch.testing.assert_close(opt(*inputs), fn(*inputs), rtol=1e-4, atol=1e-3)
-    first_stage, second_stage = opt.report.measured.split("; then ")
-    assert first_stage.endswith("runs: plan") and second_stage.startswith("plan ")
-    assert "plan under Inductor" in second_stage and second_stage.endswith("runs: program under Inductor")
+    assert "; then " not in opt.report.measured and opt.report.measured.startswith("program ")
+    assert "plan " in opt.report.measured and opt.report.measured.endswith("runs: program under Inductor")
     assert opt.report.runs.startswith("the original program compiled by Inductor (measured: faster than")
     with torch.no_grad():
         auto = eqiforge.optimize(fn, inputs, measure="auto", measure_seconds=1.0)
