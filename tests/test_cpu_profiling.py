@@ -137,3 +137,25 @@ def test_cpu_records_of_two_machines_train_a_model_of_one_and_it_serves_that_cpu
     monkeypatch.setattr(learned, "cpu_model", lambda: "CPU A")
     found, why = learned.find_model("cpu", kernels=False)
     assert found is None and "trained on the CPU 'CPU B', this is 'CPU A'" in why
+
+
+def test_a_saved_cpu_model_prices_with_the_calibration_it_was_trained_against(monkeypatch, tmp_path):
+    from dataclasses import replace
+    from eqiforge.cost import calibrate, node_features
+    model = gemm_model(epochs=5)
+    path = model.save(tmp_path / "model.npz")
+    matmul = node_features("MatMul", [(96, 80), (80, 48)], ["float32"] * 2, (96, 48), "float32")
+    before = model.predict([matmul])[0]
+    slower = replace(model.device, mem_bw_gbs=model.device.mem_bw_gbs / 3, launch_us=model.device.launch_us * 3,
+                     peak_tflops={d: r / 3 for d, r in model.device.peak_tflops.items()})
+    monkeypatch.setattr(calibrate, "cpu_device", lambda remeasure=False: slower)  # this machine recalibrated
+    loaded = learned.LearnedModel.load(path)
+    assert loaded.device == model.device != slower and loaded.predict([matmul])[0] == pytest.approx(before)
+    assert learned.LearnedModel("cpu", members=1, kernels=False).device == slower  # a new model: the new figures
+    monkeypatch.setattr(learned, "DATA_DIR", tmp_path)
+    model.save(tmp_path / "cpu" / learned.MODEL_FILE)
+    assert learned.find_model("cpu", kernels=False)[0] is not None
+    monkeypatch.setattr(learned.torch, "get_num_threads", lambda: model.device.sms + 2)
+    found, why = learned.find_model("cpu", kernels=False)
+    assert found is None and why.endswith(f"trained with {model.device.sms} threads, this process uses "
+                                          f"{model.device.sms + 2}")

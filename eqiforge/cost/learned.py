@@ -12,10 +12,16 @@ per op, they correct what kernel profiling cannot see, such as the host cost of 
 the torch backend makes.
 
 A model file (``.npz``, no pickle) holds a JSON header (device, torch/triton versions, feature version,
-training-data summary), the input normalisation and every member's weights.
+training-data summary; a CPU's figures), the input normalisation and every member's weights.
+
+A CPU model keeps the calibrated figures (cost/calibrate.py) of the prior it was trained against and prices
+with that prior, not with this machine's latest calibration: its corrections are ratios to those prices, and
+a recalibration moves the prior by tens of percent (the same processor model measured another day: kernel
+MAPE of the corrections 14% against the training prior, 25% against a recalibrated one).
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from importlib import metadata
@@ -62,6 +68,8 @@ class LearnedModel:
         self.high = np.full(len(FEATURE_NAMES), np.inf)  # it, so a node unlike any record gets a bounded guess
         self.header = {"format": FORMAT, "device": self.device.name, "versions": library_versions(),
                        "feature_version": FEATURE_VERSION, "kernels": kernels, "training": {}, "op_factors": {}}
+        if self.device.name == "cpu":  # a measured device: the figures the corrections are relative to
+            self.header["device_figures"] = dataclasses.asdict(self.device)
 
     @property
     def kernels(self) -> bool:
@@ -187,13 +195,21 @@ class LearnedModel:
                 raise EqiforgeError(f"{path}: model format {header.get('format')} / feature version "
                                     f"{header.get('feature_version')} does not match this EqiForge "
                                     f"({FORMAT} / {FEATURE_VERSION}); retrain with `eqiforge cost train`")
-            model = cls(header["device"], header["members"], header["hidden"], header.get("kernels", True))
+            model = cls(_saved_device(header), header["members"], header["hidden"], header.get("kernels", True))
             model.header = {k: v for k, v in header.items() if k not in ("hidden", "members")}
             model.mean, model.scale, model.low, model.high = data["mean"], data["scale"], data["low"], data["high"]
             for i, net in enumerate(model.nets):
                 net.load_state_dict({k: torch.from_numpy(data[f"m{i}.{k}"]) for k in net.state_dict()})
                 net.eval()
         return model
+
+
+def _saved_device(header: dict) -> Device | str:
+    """The device a saved model prices on: a CPU's calibrated figures as at training, else the table's name."""
+    figures = header.get("device_figures")
+    if not figures:
+        return header["device"]
+    return Device(**{**figures, "unfused": tuple(figures["unfused"])})
 
 
 def _as_native_gemm(f: NodeFeatures) -> NodeFeatures | None:
@@ -233,6 +249,10 @@ def find_model(device: str | Device | None = None, kernels: bool = True) -> tupl
         return None, f"learned model at {existing[0]} was trained for {trained}"
     if model.machine and model.machine != cpu_model():
         return None, f"learned model at {existing[0]} was trained on the CPU {model.machine!r}, this is {cpu_model()!r}"
+    threads = model.header.get("device_figures", {}).get("sms")
+    if threads and threads != torch.get_num_threads():  # its records were timed and its prior calibrated so
+        return None, f"learned model at {existing[0]} was trained with {threads} threads, this process uses " \
+                     f"{torch.get_num_threads()}"
     library = "triton" if kernels else "torch"  # what the measured times depend on
     here, there = library_versions()[library], model.header["versions"].get(library)
     if here != there:
