@@ -354,7 +354,7 @@ def _measured_choice(optimized, fn, args, kwargs, captured, opts: Options, budge
         decision = choice.choose(candidates, opts.measure, budget, opts.min_gain, opts.cache,
                                  key=captured.graph.format())
     report.measured = decision.describe()
-    raced = compiled is not None and COMPILED_PROGRAM in decision.medians
+    raced = compiled is not None and (COMPILED_PROGRAM in decision.medians or COMPILED_PROGRAM in decision.failed)
     if not decision.medians:  # not timed: the prediction decides, as with measure="never"
         return FirstRace(no_better(optimized, opts))
     if decision.runs.startswith("plan "):  # a next-best plan was measured faster: it is the plan now
