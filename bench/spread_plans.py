@@ -1,0 +1,88 @@
+"""Plans with spread, for judging a cost model's plan ranking: every program of bench/'s suites extracted again
+under randomly perturbed prices (each e-node's price times exp(N(0, SIGMA))), the distinct plans that pass
+the plan check timed side by side with the extractor's own (eqiforge/timing.py's protocol), and the records
+written as the measured choice writes them, so that
+
+    python bench/spread_plans.py --out /tmp/spread.jsonl.gz
+    eqiforge cost eval --data bench/data/cpu --plans /tmp/spread.jsonl.gz
+
+ranks them by the roofline prior and the learned model. The measured choice's own candidates (the
+extractor's next-best plans) are mostly within 3% of each other, ties within the clock's noise; these
+differ by up to 20x, which a model that prices calls well should order.
+"""
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import math
+import random
+import sys
+
+import torch
+
+SIGMA = 1.0  # spread of the log-normal price perturbation
+
+
+def perturbed_plans(optimized, count: int, seed: int) -> list:
+    """Up to ``count`` (plan, runner) of distinct code extracted under perturbed prices, checked."""
+    from eqiforge import validate
+    from eqiforge.extract import extract
+    nxt, rng = optimized.next_plans, random.Random(seed)
+    low = nxt.lowering
+    check = validate.PlanCheck(low.graph, low.input_names, nxt.examples, low.bound, low.opts.assume_finite)
+    sources, plans = {nxt.first_source}, []
+    for _ in range(4 * count):
+        if len(plans) == count:
+            break
+        prices = [c * math.exp(rng.gauss(0.0, SIGMA)) if math.isfinite(c) else c for c in nxt.node_cost]
+        selection = extract(low.snap, prices, method="ilp", time_limit=2.0, use_cache=False)
+        plan, runner, source, _ = low.lower(selection)
+        if source not in sources and check(runner).ok:
+            sources.add(source)
+            plans.append((plan, runner))
+    return plans
+
+
+def main() -> None:
+    from run_cpu import SUITES
+    from eqiforge import api, choice, frontend, timing
+    from eqiforge.cost.calibrate import machine_key
+    from eqiforge.cost.plans import graph_nodes
+    from eqiforge.report import StageTimer
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--suites", default="algebra,kernelbench", help=f"comma-separated, of {list(SUITES)}")
+    p.add_argument("--plans", type=int, default=5, help="perturbed plans per program (default 5)")
+    p.add_argument("--seconds", type=float, default=3.0, help="timing budget per program")
+    p.add_argument("--out", required=True, help="a .jsonl.gz of records")
+    args = p.parse_args()
+    opts = api.Options(backend="torch", measure="always", cache=False)
+    lines = []
+    for suite in args.suites.split(","):
+        for seed, (name, case) in enumerate(SUITES[suite][0].items()):
+            program, example = case.make()
+            with torch.no_grad():
+                captured = frontend.capture(program, example, {}, fold_params=opts.fold_constants)
+                optimized = api.optimize_graph(captured.graph, captured.input_names, captured.out_spec, opts,
+                                               StageTimer(), bound=captured.param_inputs,
+                                               examples=list(captured.inputs), next_plans=True)
+                if optimized.next_plans is None:  # one plan only (shared blocks), or the program itself
+                    continue
+                runners = [("plan", optimized.plan, optimized.runner)] + [  # the plans alone: no drop-in wrapper
+                    (f"plan {i}", plan, runner)
+                    for i, (plan, runner) in enumerate(perturbed_plans(optimized, args.plans, seed), 2)]
+                sets = choice.input_sets(*captured.inputs)
+                timed = timing.time_candidates({n: choice.rotating(r, sets) for n, _, r in runners}, args.seconds)
+            record = {"program": f"{suite}/{name}", "device": "cpu", "machine": machine_key(), "candidates": [
+                {"name": n, "predicted_s": plan.predicted_seconds, "nodes": graph_nodes(plan.graph),
+                 "measured_s": timed.median(n) if n in timed.seconds else None} for n, plan, _ in runners]}
+            lines.append(json.dumps(record))
+            print(f"{suite}/{name}: " + ", ".join(f"{c['name']} {c['measured_s']:.3g} s" for c in record["candidates"]
+                                                 if c["measured_s"]), flush=True)
+    with gzip.open(args.out, "wt") as f:
+        f.write("".join(line + "\n" for line in lines))
+    print(f"written {args.out} ({len(lines)} records)", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
