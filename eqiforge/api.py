@@ -392,7 +392,7 @@ def _why_not_inductor(opts: Options, captured, args, kwargs, plans_only: bool = 
 
 
 def _measured_generator(optimized, fn, args, kwargs, captured, opts: Options, why: str | None, compiled,
-                        compiled_raced: bool = False) -> None:
+                        compiled_raced: bool) -> None:
     """backend="auto": what runs now (the program as written, or the plan as torch code) against the same
     compiled by Inductor, timed (choice.py); the faster runs. Beside a plan, the program compiled by Inductor
     (``compiled``) too, unless the first race timed it (``compiled_raced``: the plan beat it there) or the plan

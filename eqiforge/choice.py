@@ -199,8 +199,9 @@ def settled(timings: timing.Timings, min_gain: float) -> bool:
     for i, a in enumerate(names):
         for b in names[i + 1:]:
             ratios = timings.ratios(a, b)
-            ordered = _slower(ratios, min_gain) or _slower([1 / r for r in ratios if r > 0], min_gain)
-            tied = max(_faster_share_bound(ratios), _faster_share_bound([1 / r for r in ratios if r > 0])) < FASTER_IN
+            inverse = [1 / r for r in ratios if r > 0]
+            ordered = _slower(ratios, min_gain) or _slower(inverse, min_gain)
+            tied = max(_faster_share_bound(ratios), _faster_share_bound(inverse)) < FASTER_IN
             if not (ordered or tied):
                 return False
     return True

@@ -250,7 +250,7 @@ def find_model(device: str | Device | None = None, kernels: bool = True) -> tupl
     if model.machine and model.machine != cpu_model():
         return None, f"learned model at {existing[0]} was trained on the CPU {model.machine!r}, this is {cpu_model()!r}"
     threads = model.header.get("device_figures", {}).get("sms")
-    if threads and threads != torch.get_num_threads():  # its records were timed and its prior calibrated so
+    if threads and threads != torch.get_num_threads():  # its records were timed, its prior calibrated, with those
         return None, f"learned model at {existing[0]} was trained with {threads} threads, this process uses " \
                      f"{torch.get_num_threads()}"
     library = "triton" if kernels else "torch"  # what the measured times depend on
