@@ -30,6 +30,12 @@ os.environ.setdefault("EQIFORGE_DEVICE", "H100")
 # and no timing in the suite's time (tests/test_choice.py tests the measured choice)
 os.environ.setdefault("EQIFORGE_MEASURE", "never")
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # helpers such as rule_cases
+if "PYTEST_XDIST_WORKER" in os.environ:
+    # a worker's share of the cores as PyTorch's threads: two workers of two threads each on two cores left
+    # every parallel call waiting at its barrier for a descheduled thread (a 0.2 ms product timed at 16 ms),
+    # and the tests that time candidates decided on that noise
+    import torch
+    torch.set_num_threads(max(1, (os.cpu_count() or 1) // int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))))
 
 
 def pytest_configure(config):
