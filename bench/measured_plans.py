@@ -1,17 +1,18 @@
 """Plan-level training data for the cost model: every program of bench/'s suites optimized with the measured
 choice on, its best plans timed side by side (eqiforge/choice.py's protocol), the records kept.
 
-    python bench/measured_plans.py                       # -> bench/data/cpu/plan_records.jsonl.gz
+    python bench/measured_plans.py                       # -> bench/data/cpu/plans/measured_choice.jsonl.gz
     python bench/measured_plans.py --suites algebra --programs matmul_chain,row_sums --out /tmp/p.jsonl.gz
 
 Each program is optimized with the torch backend and ``measure="always"``, up to NEXT_PLANS next-best plans
 predicted within BAND times the best (wider than optimize()'s defaults: the data should hold plans the model
 ranks wrongly). Every record holds each plan's nodes and its predicted and measured seconds; then
 
-    eqiforge cost train --data bench/data/cpu --plans bench/data/cpu/plan_records.jsonl.gz
-    eqiforge cost eval --data bench/data/cpu --plans bench/data/cpu/plan_records.jsonl.gz
+    eqiforge cost train --data bench/data/cpu --plans bench/data/cpu/plans
+    eqiforge cost eval --data bench/data/cpu --plans bench/data/cpu/plans
 
-fit the learned model's op factors on three programs in four and rank the plans of the held-out ones.
+fit the learned model's plan figures on three programs in four and rank every program's plans by figures
+fitted without it (with spread_plans.py's records beside these).
 """
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ import torch
 
 NEXT_PLANS = 4
 BAND = 4.0
-OUT = Path(__file__).resolve().parent / "data" / "cpu" / "plan_records.jsonl.gz"
+OUT = Path(__file__).resolve().parent / "data" / "cpu" / "plans" / "measured_choice.jsonl.gz"
 
 
 def main() -> None:

@@ -6,13 +6,15 @@ written as the measured choice writes them, so that
     python bench/spread_plans.py --out /tmp/spread.jsonl.gz
     eqiforge cost eval --data bench/data/cpu --plans /tmp/spread.jsonl.gz
 
-ranks them by the roofline prior and the learned model. The measured choice's own candidates (the
+ranks them by the roofline prior and the learned model. With ``--learned`` the plan extracted under the
+learned model's prices is timed beside them (where its code differs): what each model's first pick costs. The measured choice's own candidates (the
 extractor's next-best plans) are mostly within 3% of each other, ties within the clock's noise; these
 differ by up to 20x, which a model that prices calls well should order.
 """
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import gzip
 import json
 import math
@@ -24,14 +26,15 @@ import torch
 SIGMA = 1.0  # spread of the log-normal price perturbation
 
 
-def perturbed_plans(optimized, count: int, seed: int) -> list:
-    """Up to ``count`` (plan, runner) of distinct code extracted under perturbed prices, checked."""
+def perturbed_plans(optimized, count: int, seed: int, sources: set) -> list:
+    """Up to ``count`` (plan, runner) of distinct code extracted under perturbed prices, checked; their code is
+    added to ``sources`` (the code already timed)."""
     from eqiforge import validate
     from eqiforge.extract import extract
     nxt, rng = optimized.next_plans, random.Random(seed)
     low = nxt.lowering
     check = validate.PlanCheck(low.graph, low.input_names, nxt.examples, low.bound, low.opts.assume_finite)
-    sources, plans = {nxt.first_source}, []
+    plans = []
     for _ in range(4 * count):
         if len(plans) == count:
             break
@@ -44,6 +47,13 @@ def perturbed_plans(optimized, count: int, seed: int) -> list:
     return plans
 
 
+def same_nodes(a, b) -> bool:
+    """Whether two plans make the same calls (their code may differ in order and names only)."""
+    from eqiforge.cost.plans import graph_nodes
+    key = lambda plan: sorted(json.dumps(n, sort_keys=True) for n in graph_nodes(plan.graph))  # noqa: E731
+    return key(a) == key(b)
+
+
 def main() -> None:
     from run_cpu import SUITES
     from eqiforge import api, choice, frontend, timing
@@ -54,6 +64,9 @@ def main() -> None:
     p.add_argument("--suites", default="algebra,kernelbench", help=f"comma-separated, of {list(SUITES)}")
     p.add_argument("--plans", type=int, default=5, help="perturbed plans per program (default 5)")
     p.add_argument("--seconds", type=float, default=3.0, help="timing budget per program")
+    p.add_argument("--learned", action="store_true", help="time the plan extracted under the learned cost model "
+                   "too (where its code differs from the others)")
+    p.add_argument("--seed", type=int, default=0, help="of the price perturbations (another seed, other plans)")
     p.add_argument("--out", required=True, help="a .jsonl.gz of records")
     args = p.parse_args()
     opts = api.Options(backend="torch", measure="always", cache=False)
@@ -68,9 +81,16 @@ def main() -> None:
                                                examples=list(captured.inputs), next_plans=True)
                 if optimized.next_plans is None:  # one plan only (shared blocks), or the program itself
                     continue
+                sources = {optimized.source}
                 runners = [("plan", optimized.plan, optimized.runner)] + [  # the plans alone: no drop-in wrapper
-                    (f"plan {i}", plan, runner)
-                    for i, (plan, runner) in enumerate(perturbed_plans(optimized, args.plans, seed), 2)]
+                    (f"plan {i}", plan, runner) for i, (plan, runner) in
+                    enumerate(perturbed_plans(optimized, args.plans, 1000 * args.seed + seed, sources), 2)]
+                if args.learned:  # the plan extraction picks under the learned cost model's prices
+                    other = api.optimize_graph(captured.graph, captured.input_names, captured.out_spec,
+                                               dataclasses.replace(opts, cost_model="learned"), StageTimer(),
+                                               bound=captured.param_inputs, examples=list(captured.inputs))
+                    if other.source not in sources and not any(same_nodes(other.plan, plan) for _, plan, _ in runners):
+                        runners.append(("learned model's plan", other.plan, other.runner))
                 sets = choice.input_sets(*captured.inputs)
                 timed = timing.time_candidates({n: choice.rotating(r, sets) for n, _, r in runners}, args.seconds)
             record = {"program": f"{suite}/{name}", "device": "cpu", "machine": machine_key(), "candidates": [

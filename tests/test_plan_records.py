@@ -1,5 +1,5 @@
 """Plan-level cost data (eqiforge/cost/plans.py): a measured choice's records hold each plan's nodes, which
-price back to the plan's prediction; plan-level metrics; op factors fitted to measured plans (on a SYNTHETIC
+price back to the plan's prediction; plan-level metrics; plan figures fitted to measured plans (on a SYNTHETIC
 clock whose truth is known); the `eqiforge cost train|eval --plans` commands."""
 import json
 import math
@@ -31,12 +31,25 @@ def test_a_plans_recorded_nodes_price_back_to_its_prediction(monkeypatch, tmp_pa
     assert group.seconds == [c["measured_s"] for c in priced]
 
 
+#: a clock unlike the calibrated prior: elementwise passes stream 4x its bandwidth, products run at half its rate
+TRUTH = {"compute_scale": 2.0, "bandwidth": {"elementwise": 4.0}}
+
+
+def true_device(truth):
+    """The CPU's calibrated device with ``truth``'s compute scale and bandwidth multiples per memory class."""
+    device = cost.get_device("cpu")
+    return plans.plan_device(device, {
+        "call_us": device.launch_us, "view_us": device.view_us, "compute_scale": truth.get("compute_scale", 1.0),
+        "bandwidth_gbs": {c: device.mem_bw_gbs * truth.get("bandwidth", {}).get(c, 1.0)
+                          for c in plans.MEMORY_CLASS_NAMES}})
+
+
 def synthetic_groups(count, seed, truth):
-    """Programs of 2-4 plans over elementwise and matmul nodes of one size, timed by ``truth`` (op -> factor
-    over the roofline prior), with 3% noise, each program's times scaled by its own factor of 1-3 (what no
-    node price sees: the call's host work)."""
+    """Programs of 2-4 plans over elementwise and matmul nodes of one size, timed by the roofline on
+    ``true_device(truth)``, with 3% noise, each program's times scaled by its own factor of 1-3 (what no node
+    price sees: the call's host work)."""
     rng = np.random.default_rng(seed)
-    prior = cost.RooflinePrior(cost.get_device("cpu"), kernels=False)
+    clock = cost.RooflinePrior(true_device(truth), kernels=False)
     groups = []
     for p in range(count):
         candidates, overhead = [], rng.uniform(1.0, 3.0)
@@ -46,44 +59,81 @@ def synthetic_groups(count, seed, truth):
                      for _ in range(rng.integers(1, 6))]
             nodes += [cost.node_features("MatMul", [(n, n), (n, 64)], ["float32"] * 2, (n, 64), "float32")
                       for _ in range(rng.integers(0, 3))]
-            base = prior.predict(nodes)
-            seconds = overhead * sum(b * truth.get(f.op, 1.0) for b, f in zip(base, nodes)) \
-                * math.exp(rng.normal(0, 0.03))
+            seconds = overhead * float(np.sum(clock.predict(nodes))) * math.exp(rng.normal(0, 0.03))
             candidates.append((nodes, seconds))
         groups.append(plans.PlanGroup(f"program {seed}-{p}", [c[0] for c in candidates], [c[1] for c in candidates]))
     return groups
 
 
-def test_op_factors_fitted_to_measured_plans_find_the_true_costs_and_rank_held_out_programs_better():
-    truth = {"Add": 4.0, "MatMul": 0.5}  # elementwise adds dearer than the prior says, products cheaper
-    model = learned.LearnedModel("cpu", kernels=False)
-    before = plans.plan_metrics(synthetic_groups(40, 1, truth), model)
-    model.fit_plans(synthetic_groups(120, 0, truth))
-    factors = model.header["op_factors"]  # fitted to times relative within a program, shrunk towards 1
-    assert 2.5 < math.exp(factors["Add"] - factors["MatMul"]) <= 8.0  # the truth's ratio: 8
-    after = plans.plan_metrics(synthetic_groups(40, 1, truth), model)
+def test_plan_figures_fitted_to_measured_plans_find_the_true_clock_and_rank_held_out_programs_better():
+    model = learned.LearnedModel("cpu", kernels=False)  # no MLP trained: its figures are all there is to fit
+    before = plans.plan_metrics(synthetic_groups(40, 1, TRUTH), model)
+    model.fit_plans(synthetic_groups(120, 0, TRUTH))
+    figures = model.header["plan_figures"]
+    # fitted to times relative within a program, held towards the model's own figures: an Add's price against a
+    # product's moves most of the way from the prior's ratio to the clock's
+    clock, prior = cost.RooflinePrior(true_device(TRUTH)), cost.RooflinePrior(cost.get_device("cpu"))
+    add_to_product = lambda m: np.divide(*m.predict([  # noqa: E731
+        cost.node_features("Add", [(256, 256), (256, 256)], ["float32"] * 2, (256, 256), "float32"),
+        cost.node_features("MatMul", [(256, 256), (256, 64)], ["float32"] * 2, (256, 64), "float32")]))
+    assert abs(math.log(add_to_product(model) / add_to_product(clock))) \
+        < 0.5 * abs(math.log(add_to_product(prior) / add_to_product(clock)))
+    after = plans.plan_metrics(synthetic_groups(40, 1, TRUTH), model)
     assert after["kendall_tau"] > before["kendall_tau"] + 0.02 and after["top1_regret"] <= before["top1_regret"]
-    assert "op factors from 120 programs" in model.name
+    assert "figures from 120 programs' plans" in model.name
+    assert model.prior.device.bandwidth_gbs("Add", "binary") == pytest.approx(figures["bandwidth_gbs"]["elementwise"])
 
 
-def test_a_cost_every_plan_of_a_program_shares_is_no_op_factor():
+def test_a_cost_every_plan_of_a_program_shares_moves_no_figure():
     """Each program's plans run 1-3x their prices (host work no node shows): relative to each other they are
-    priced right, and the fit leaves the ops alone."""
+    priced right, and the fit leaves the model's figures as they are."""
     model = learned.LearnedModel("cpu", kernels=False)
     model.fit_plans(synthetic_groups(120, 0, {}))
-    assert all(abs(w) < 0.05 for w in model.header["op_factors"].values())
+    figures, device = model.header["plan_figures"], model.device
+    assert figures["compute_scale"] == pytest.approx(1.0, abs=0.05)
+    for name, bandwidth in figures["bandwidth_gbs"].items():
+        assert bandwidth == pytest.approx(device.mem_bw_gbs, rel=0.05), name
 
 
-def test_cross_validation_prices_each_program_by_factors_fitted_without_it_and_leaves_the_model_alone():
-    truth = {"Add": 4.0, "MatMul": 0.5}
-    groups = synthetic_groups(60, 2, truth)
+def test_figures_equal_to_the_devices_own_price_as_the_prior_does():
+    # kernel nodes take the class of what they compute
+    assert [cost.devices.memory_class(op, "kernel") for op in ("GemmK", "AttentionK", "RowReduceK", "PointwiseK")] \
+        == ["contraction", "contraction", "reduction", "elementwise"]
+    assert cost.devices.memory_class("Concat", "movement") == "other"
+    device = cost.get_device("cpu")
+    same = plans.plan_device(device, {"call_us": device.launch_us, "view_us": device.view_us, "compute_scale": 1.0,
+                                      "bandwidth_gbs": dict.fromkeys(plans.MEMORY_CLASS_NAMES, device.mem_bw_gbs)})
+    [group] = synthetic_groups(1, 3, {})
+    for plan in group.plans:
+        assert np.allclose(cost.RooflinePrior(same).predict(plan), cost.RooflinePrior(device).predict(plan), rtol=1e-12)
+
+
+def test_cross_validation_prices_each_program_by_figures_fitted_without_it_and_leaves_the_model_alone():
+    groups = synthetic_groups(60, 2, TRUTH)
     model = learned.LearnedModel("cpu", kernels=False)
     header = json.dumps(model.header)
     bare = plans.plan_metrics(groups, model)
     crossed = plans.cross_validated(model, groups, folds=4)
-    assert json.dumps(model.header) == header  # each fold's factors were fitted on a copy of the header
+    assert json.dumps(model.header) == header  # each fold's figures were fitted on a copy of the header
     assert crossed["programs"] == 60 and crossed["kendall_tau"] > bare["kendall_tau"] + 0.02
     assert crossed["tau_apart"] > bare["tau_apart"] and crossed["top1_regret"] < bare["top1_regret"]
+
+
+def test_kernel_corrections_that_rank_plans_worse_are_switched_off_for_plans():
+    """MLPs trained on a clock where a product costs 8x or 1/8 the prior by turns of its size misrank the plans
+    of a clock without that: no figure undoes a correction that varies by program, so fit_plans keeps the
+    figures and leaves the corrections out of plan prices."""
+    model = learned.LearnedModel("cpu", members=1, kernels=False)
+    sizes = [64, 96, 128, 160, 192, 256, 320, 384, 448, 512]
+    feats = [cost.node_features("GemmK", [(n, n), (n, 64)], ["float32"] * 2, (n, 64), "float32",
+                                attrs=("N", "N", (), 1, ("acc",))) for n in sizes]
+    model.fit(feats, model.prior.predict(feats) * 8.0 ** np.resize([1, -1], len(sizes)), epochs=400)
+    groups = synthetic_groups(60, 4, {})
+    model.fit_plans(groups)
+    assert model.header["kernel_corrections"] is False and "MLPs off for plans" in model.name
+    tau = model.header["training"]["plans"]["cross_validated_tau"]
+    assert tau["kernel MLPs off"] > tau["kernel MLPs on"] + 0.03
+    assert np.all(model.corrections(groups[0].plans[0]) == 1.0)
 
 
 def test_plan_metrics_of_a_perfect_and_a_reversed_ranking():
@@ -105,8 +155,8 @@ def test_plan_metrics_of_a_perfect_and_a_reversed_ranking():
     assert plans.plan_metrics([reversed_group], Exact())["top1_regret"] == 15.0
 
 
-def test_op_factors_survive_saving_and_the_commands_fit_and_rank(tmp_path, capsys):
-    groups = synthetic_groups(60, 0, {"Add": 3.0})
+def test_plan_figures_survive_saving_and_the_commands_fit_and_rank(tmp_path, capsys):
+    groups = synthetic_groups(60, 0, TRUTH)
     records = [{"program": g.program, "candidates": [
         {"name": f"plan {i}", "measured_s": s, "nodes": [
             {"op": f.op, "in_shapes": [list(x) for x in f.in_shapes], "in_dtypes": ["float32"] * len(f.in_shapes),
@@ -126,15 +176,18 @@ def test_op_factors_survive_saving_and_the_commands_fit_and_rank(tmp_path, capsy
                               "--out", str(model_file), "--epochs", "5", "--held-out", "0.34"])
     assert args.run(args) == 0
     loaded = learned.LearnedModel.load(model_file)
-    factors = loaded.header["op_factors"]
-    # the truth's ratio is 3 over the roofline prior; the fit is over the model's prices, where the MLPs (4 records,
-    # 5 epochs: their numbers differ by processor) price the MatMul, so the ratio carries their error too
-    assert 1.8 < math.exp(factors["Add"] - factors.get("MatMul", 0.0)) <= 3.6
+    figures = loaded.header["plan_figures"]
+    assert set(figures["bandwidth_gbs"]) == set(plans.MEMORY_CLASS_NAMES)
+    elementwise = figures["bandwidth_gbs"]["elementwise"] / loaded.device.mem_bw_gbs
+    assert elementwise > 1.5  # the truth's 4x, towards which the fit moves (MLPs on or off, as they rank)
+    assert loaded.predict(groups[0].plans[0]) == pytest.approx(
+        cost.RooflinePrior(plans.plan_device(loaded.device, figures)).predict(groups[0].plans[0])
+        * loaded.corrections(groups[0].plans[0]))
     args = parser.parse_args(["cost", "eval", "--data", str(kernels), "--plans", str(tmp_path / "plans.jsonl"),
                               "--model", str(model_file), "--held-out", "0.34"])
     assert args.run(args) == 0
     out = capsys.readouterr().out
-    assert "programs of" in out and "roofline prior (cpu" in out and "op factors (5-fold)" in out
+    assert "programs of" in out and "roofline prior (cpu" in out and "plan figures, MLPs off (5-fold)" in out
 
 
 def test_a_plans_file_without_measured_plans_is_a_clear_error(tmp_path):

@@ -23,10 +23,28 @@ class Device:
     launch_us: float = 4.0
     view_us: float = 0.3  # host-side cost of a view / metadata-only op
     unfused: tuple[str, ...] = ()  # row kinds PyTorch runs as several kernels here (no fused kernel)
+    #: (node class, GB/s) where a fit to measured plans found a class's traffic streams at another rate than
+    #: mem_bw_gbs (cost/plans.py): on a CPU, a pass over what the call before it just wrote reads its cache
+    class_bw_gbs: tuple[tuple[str, float], ...] = ()
+
+    def bandwidth_gbs(self, op: str, kind: str) -> float:
+        """The bandwidth a node of ``op`` (of kind ``kind``) streams its traffic at."""
+        return dict(self.class_bw_gbs).get(memory_class(op, kind), self.mem_bw_gbs)
 
     def matmul_peak(self, dtype: str) -> float:
         """FLOP/s of a matmul in ``dtype`` (fp32 runs without TF32 unless asked)."""
         return self.peak_tflops.get(dtype, self.peak_tflops["float32"]) * 1e12
+
+
+#: op kinds, and kernel ops by what they compute, by the class of traffic a plan-level fit gives one bandwidth
+MEMORY_CLASSES = {**dict.fromkeys(("binary", "unary", "cast", "compare", "where", "PointwiseK"), "elementwise"),
+                  **dict.fromkeys(("reduce", "pool", "RowReduceK"), "reduction"),
+                  **dict.fromkeys(("matmul", "conv", "GemmK", "AttentionK"), "contraction")}
+
+
+def memory_class(op: str, kind: str) -> str:
+    """The class of a node's traffic ("other": movement, gathers, external calls)."""
+    return MEMORY_CLASSES.get(op if kind == "kernel" else kind, "other")
 
 
 DEVICES: dict[str, Device] = {d.name: d for d in [

@@ -1,15 +1,16 @@
 """The learned cost model: an ensemble of small MLPs correcting the roofline prior.
 
-    seconds = prior(node) * exp(mean over members of MLP_i(feature_vector(node))) * exp(op_factor(node.op))
+    seconds = prior(node) * exp(mean over members of MLP_i(feature_vector(node)))
 
 Each member predicts log(measured / prior), so an untrained or unsure model stays near the prior, the
 analytical structure (waves, bandwidth, peaks) need not be re-learned, and errors are relative, as the
 extraction's decisions are. Members differ by seed and bootstrap sample; their spread says where the model is
 unsure (active learning measures there). The MLPs correct the kernel ops profiling timed (and, for the torch
 backend, a MatMul as the GEMM call it makes), nothing else: they would extrapolate.
-The op factors (default 1) are fitted afterwards to measured whole plans (``fit_plans``, cost/plans.py): one
-per op, they correct what kernel profiling cannot see, such as the host cost of the PyTorch calls a plan of
-the torch backend makes.
+Fitted afterwards to measured whole plans (``fit_plans``, cost/plans.py): the figures of the prior (host cost
+of a call and a view, compute rate, a bandwidth per class of node), what kernel profiling cannot see, and
+whether the MLPs' corrections price plans at all (``kernel_corrections``: kept only where they rank the
+training programs' plans better in cross-validation; calls profiled alone ranked this CPU's plans worse).
 
 A model file (``.npz``, no pickle) holds a JSON header (device, torch/triton versions, feature version,
 training-data summary; a CPU's figures), the input normalisation and every member's weights.
@@ -21,6 +22,7 @@ MAPE of the corrections 14% against the training prior, 25% against a recalibrat
 """
 from __future__ import annotations
 
+import copy
 import dataclasses
 import json
 import math
@@ -36,7 +38,7 @@ from .calibrate import cpu_model
 from .configs import best_prices
 from .devices import Device, get_device
 from .features import NodeFeatures, node_features
-from .plans import fit_op_factors
+from .plans import cross_validated, fit_plan_figures, plan_device
 from .roofline import RooflinePrior
 from .vector import FEATURE_NAMES, FEATURE_VERSION, feature_vector
 
@@ -59,7 +61,8 @@ class LearnedModel:
     def __init__(self, device: str | Device | None = None, members: int = 5, hidden: int = 64,
                  kernels: bool = True):
         self.device = get_device(device)
-        self.prior = RooflinePrior(self.device, kernels)
+        self._kernels = kernels
+        self._prior = (None, None)  # (the plan figures it was built with, the prior)
         self.hidden = hidden
         self.nets = [_mlp(len(FEATURE_NAMES), hidden) for _ in range(members)]
         self.mean = np.zeros(len(FEATURE_NAMES))
@@ -67,14 +70,23 @@ class LearnedModel:
         self.low = np.full(len(FEATURE_NAMES), -np.inf)  # the training features' range: inputs are clamped to
         self.high = np.full(len(FEATURE_NAMES), np.inf)  # it, so a node unlike any record gets a bounded guess
         self.header = {"format": FORMAT, "device": self.device.name, "versions": library_versions(),
-                       "feature_version": FEATURE_VERSION, "kernels": kernels, "training": {}, "op_factors": {}}
+                       "feature_version": FEATURE_VERSION, "kernels": kernels, "training": {}, "plan_figures": {},
+                       "kernel_corrections": True}
         if self.device.name == "cpu":  # a measured device: the figures the corrections are relative to
             self.header["device_figures"] = dataclasses.asdict(self.device)
 
     @property
     def kernels(self) -> bool:
         """Whether it prices generated kernels (the triton backend) or the torch backend's calls."""
-        return self.prior.kernels
+        return self._kernels
+
+    @property
+    def prior(self) -> RooflinePrior:
+        """The roofline prior the MLPs correct, on the figures fitted to measured plans where there are some."""
+        figures = self.header.get("plan_figures") or {}
+        if self._prior[0] != figures:
+            self._prior = (copy.deepcopy(figures), RooflinePrior(plan_device(self.device, figures), self.kernels))
+        return self._prior[1]
 
     @property
     def machine(self) -> str | None:
@@ -85,7 +97,9 @@ class LearnedModel:
     def name(self) -> str:
         records = self.header["training"].get("records", 0)
         plans = self.header["training"].get("plans", {}).get("programs")
-        fitted = f", op factors from {plans} programs" if plans else ""
+        fitted = f", figures from {plans} programs' plans" if plans else ""
+        if plans and not self.header.get("kernel_corrections", True):
+            fitted += ", MLPs off for plans"
         return f"learned model ({self.device.name}; {records} records, {len(self.nets)} MLPs{fitted})"
 
     # ------------------------------------------------------------------------------------------ prediction
@@ -120,15 +134,19 @@ class LearnedModel:
         return self._configured(batch)
 
     def _configured(self, batch: list[NodeFeatures]) -> np.ndarray:
-        prior = self.prior.predict(batch)
-        chosen = self.corrected(batch, prior)
+        return self.prior.predict(batch) * self.corrections(batch)
+
+    def corrections(self, batch: list[NodeFeatures]) -> np.ndarray:
+        """The factor the MLPs put on each node's prior price (1 where they make no correction, and for every
+        node when ``kernel_corrections`` is off)."""
+        factors = np.ones(len(batch))
+        if not self.header.get("kernel_corrections", True):
+            return factors
+        chosen = self.corrected(batch, self.prior.predict(batch))
         if chosen:
             index, seen = zip(*chosen)
-            prior[list(index)] *= np.exp(self.member_log_ratios(list(seen)).mean(axis=0))
-        factors = self.header.get("op_factors") or {}
-        if factors:
-            prior *= np.exp([factors.get(f.op, 0.0) for f in batch])
-        return prior
+            factors[list(index)] = np.exp(self.member_log_ratios(list(seen)).mean(axis=0))
+        return factors
 
     def spread(self, batch: list[NodeFeatures]) -> np.ndarray:
         """Ensemble standard deviation of the log-ratio per node: how unsure the model is."""
@@ -137,7 +155,9 @@ class LearnedModel:
     # ------------------------------------------------------------------------------------------ training
     def fit(self, batch: list[NodeFeatures], seconds: np.ndarray, epochs: int = 400, lr: float = 3e-3,
             seed: int = 0, summary: dict | None = None) -> "LearnedModel":
-        """Fit every member (own seed, own bootstrap sample) to log(seconds / prior) by full-batch Adam."""
+        """Fit every member (own seed, own bootstrap sample) to log(seconds / prior) by full-batch Adam, the
+        prior on the model's own figures (plan figures are fitted afterwards, to the MLPs as they are)."""
+        self.header["plan_figures"] = {}
         prior = self.prior.predict(batch)
         self.header["training"] = {"ops": sorted({f.op for f in batch if f.kind == "kernel"})}
         keep = [i for i, _ in self.corrected(batch, prior) if seconds[i] > 0]
@@ -166,13 +186,27 @@ class LearnedModel:
         self.header["training"].update({"records": len(batch), "epochs": epochs, "seed": seed, **(summary or {})})
         return self
 
-    def fit_plans(self, groups: list, summary: dict | None = None) -> "LearnedModel":
-        """Fit the op factors to measured plans (cost/plans.py's groups), the MLPs as they are."""
-        self.header["op_factors"] = {}  # the fit starts from this model's prices without factors
-        self.header["op_factors"] = fit_op_factors(self, groups)
+    def fit_plans(self, groups: list, summary: dict | None = None, folds: int = 5) -> "LearnedModel":
+        """Fit the prior's figures to measured plans (cost/plans.py's groups), the MLPs as they are, with the
+        MLPs' corrections on or off, whichever ranks ``groups``' plans better in ``folds``-fold
+        cross-validation (Kendall tau; off when they tie, the simpler model, and with fewer programs than folds)."""
+        self.header["plan_figures"] = {}  # the fit starts from the model's own figures
+        tau = {}
+        for corrections in (False, True):
+            self.header["kernel_corrections"] = corrections
+            tau[corrections] = cross_validated(self, groups, folds, fit=self._fit_figures)["kendall_tau"] \
+                if len(groups) >= folds else 0.0
+        self.header["kernel_corrections"] = bool(tau[True] > tau[False])
+        self._fit_figures(groups)
         self.header["training"]["plans"] = {"programs": len(groups), "plans": sum(len(g.plans) for g in groups),
+                                            "cross_validated_tau": {"kernel MLPs off": tau[False],
+                                                                    "kernel MLPs on": tau[True]},
                                             **(summary or {})}
         return self
+
+    def _fit_figures(self, groups: list) -> None:
+        self.header["plan_figures"] = {}
+        self.header["plan_figures"] = fit_plan_figures(self, groups)
 
     # ------------------------------------------------------------------------------------------ files
     def save(self, path: str | Path) -> Path:
@@ -209,7 +243,8 @@ def _saved_device(header: dict) -> Device | str:
     figures = header.get("device_figures")
     if not figures:
         return header["device"]
-    return Device(**{**figures, "unfused": tuple(figures["unfused"])})
+    return Device(**{**figures, "unfused": tuple(figures["unfused"]),
+                     "class_bw_gbs": tuple(tuple(pair) for pair in figures.get("class_bw_gbs", ()))})
 
 
 def _as_native_gemm(f: NodeFeatures) -> NodeFeatures | None:

@@ -9,31 +9,39 @@ extraction does; these records say how well that ranking matches the clock:
   measured more than NOISE apart (closer pairs are ties within the clock's noise, which a model can only
   guess), and **top-1 regret**: how much slower the plan the model would pick is than the measured fastest
   (0: it picks the fastest), averaged over programs with at least two plans measured.
-- **Op factors**: a learned model's per-op correction of its node prices, fitted to the measured plan times
-  (``fit_op_factors``): what kernel-level profiling cannot see (the host cost of a PyTorch call, what a
-  composite call costs against its decomposition) shows in whole plans.
+- **Plan figures**: the device figures of a learned model's prior refitted to the measured plan times
+  (``fit_plan_figures``): what kernel-level profiling cannot see (the host cost of a PyTorch call in a plan,
+  the rate at which a call reads what the call before it just wrote) shows in whole plans. Seven numbers,
+  physical ones, where per-op factors (an earlier fit, one per op) ranked held-out programs worse than none.
 
 Programs are split into training and held-out ones by a seeded hash of the program (stable as records are
-added), so evaluation is on programs the factors never saw; ``cross_validated`` holds out every program once
+added), so evaluation is on programs the figures never saw; ``cross_validated`` holds out every program once
 (k folds), which says more than one split of a few dozen programs.
 """
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
+import math
 from dataclasses import dataclass
 
 import numpy as np
 from scipy.optimize import least_squares
 
+from ..errors import EqiforgeError
 from .dataset import digest, tuplify
+from .devices import MEMORY_CLASSES, Device, memory_class
 from .features import NodeFeatures, node_features
 from .metrics import group_tau
+from .roofline import RooflinePrior
 
 #: measured times of two plans closer than this (relative) are a tie within the measurement's noise
 NOISE = 0.03
-#: how strongly op factors are held at 1 (in log units, per op, against the plans' relative log errors)
-FACTOR_PRIOR = 1.0
+#: how strongly plan figures are held at the model's own (in log units, per figure, against the plans'
+#: relative log errors); 0.1 and 0.3 rank held-out programs alike, 1.0 a little worse (bench/data/README.md)
+FIGURE_PRIOR = 0.3
+MEMORY_CLASS_NAMES = sorted({*MEMORY_CLASSES.values(), "other"})
 
 
 def graph_nodes(graph) -> list[dict]:
@@ -123,9 +131,11 @@ def plan_metrics(groups: list[PlanGroup], model) -> dict:
     return ranking_metrics([(plan_seconds(model, g), g.seconds) for g in groups])
 
 
-def cross_validated(model, groups: list[PlanGroup], folds: int = 5, seed: int = 0) -> dict:
-    """``ranking_metrics`` of ``model`` with its op factors fitted afresh (``fit_plans``) on all programs but one
-    fold's, each fold priced by the fit that never saw it. ``model`` itself is left as it is."""
+def cross_validated(model, groups: list[PlanGroup], folds: int = 5, seed: int = 0, fit=None) -> dict:
+    """``ranking_metrics`` of ``model`` with its plan figures fitted afresh (``fit_plans``) on all programs but
+    one fold's (or by ``fit(train_groups)``, which refits ``model``), each fold priced by the fit that never saw
+    it. ``model`` itself is left as it is."""
+    fit = fit or model.fit_plans
     fold = [int(digest(seed, g.program), 16) % folds for g in groups]
     saved = copy.deepcopy(model.header)
     priced = []
@@ -133,44 +143,73 @@ def cross_validated(model, groups: list[PlanGroup], folds: int = 5, seed: int = 
         for k in range(folds):
             train = [g for g, f in zip(groups, fold) if f != k]
             if train:
-                model.fit_plans(train)
+                fit(train)
             priced += [(plan_seconds(model, g), g.seconds) for g, f in zip(groups, fold) if f == k]
     finally:
         model.header = saved
     return ranking_metrics(priced)
 
 
-def fit_op_factors(model, groups: list[PlanGroup]) -> dict[str, float]:
-    """Per-op log factors w (a node of op o costs exp(w_o) times ``model``'s price) that fit the measured
-    times of each program's plans relative to each other, each held towards 0 by FACTOR_PRIOR: a least-squares
-    fit (scipy) of the log errors less their mean over the program's plans. Relative, because a plan's
-    measured time also holds what no node price sees (the call's Python and allocations: measured plans run
-    2-3x their summed prices on a CPU); fitted to absolute times, the factors absorbed that and ranked plans
-    worse than none (plan tau 0.64 -> 0.44 on this machine's programs)."""
-    ops = sorted({f.op for g in groups for plan in g.plans for f in plan})
-    index = {op: i for i, op in enumerate(ops)}
-    rows, program = [], []  # per plan: the per-op sums of base prices, the measured seconds; its program
+def plan_device(device: Device, figures: dict) -> Device:
+    """``device`` with the figures a fit to measured plans found (``fit_plan_figures``); itself when none."""
+    if not figures:
+        return device
+    scale = figures["compute_scale"]
+    return dataclasses.replace(device, launch_us=figures["call_us"], view_us=figures["view_us"],
+                               peak_tflops={k: v / scale for k, v in device.peak_tflops.items()},
+                               vector_tflops=device.vector_tflops / scale,
+                               class_bw_gbs=tuple(sorted(figures["bandwidth_gbs"].items())))
+
+
+def _parts(device: Device, kernels: bool, plan: list[NodeFeatures]) -> np.ndarray:
+    """[3, nodes]: each node's roofline price in its parts, host + max(compute, memory) (the prior priced as it
+    is, with no host cost, then with memory or compute free)."""
+    free = dataclasses.replace(device, launch_us=0.0, view_us=0.0)
+    priced = [RooflinePrior(d, kernels).predict(plan) for d in (
+        device, free, dataclasses.replace(free, mem_bw_gbs=math.inf, class_bw_gbs=()),
+        dataclasses.replace(free, peak_tflops={k: math.inf for k in device.peak_tflops}, vector_tflops=math.inf))]
+    whole, busy, compute, memory = priced
+    host = whole - busy
+    if not np.allclose(host + np.maximum(compute, memory), whole, rtol=1e-9, atol=1e-15):
+        raise EqiforgeError("a node's roofline price is not host + max(compute, memory); no plan figures fit it")
+    return np.stack([host, compute, memory])
+
+
+def fit_plan_figures(model, groups: list[PlanGroup]) -> dict:
+    """The device figures that fit the measured times of each program's plans relative to each other: the host
+    cost of a call and of a view, one scale of every compute rate, and a bandwidth per memory class
+    (devices.MEMORY_CLASSES), each held towards ``model``'s own figures by FIGURE_PRIOR (a least-squares fit,
+    scipy, in log units). A node's price is then host + max(compute, memory) as the prior's, times the model's
+    kernel correction where it makes one. Relative, because a plan's measured time also holds what no node
+    price sees (the call's Python and allocations: measured plans run 2-3x their summed prices on a CPU)."""
+    device, kernels = model.device, model.kernels
+    rows = []  # per node: host, compute, memory, view?, class, correction, plan
+    seconds, program = [], []
     for k, g in enumerate(groups):
-        for plan, seconds in zip(g.plans, g.seconds):
-            base = model.predict(plan)
-            sums = np.zeros(len(ops))
-            for f, price in zip(plan, base):
-                sums[index[f.op]] += price
-            rows.append((sums, seconds))
+        for plan, measured in zip(g.plans, g.seconds):
+            if plan:
+                host, compute, memory = _parts(device, kernels, plan)
+                rows.append(np.stack([host, compute, memory, [f.is_view for f in plan],
+                                      [MEMORY_CLASS_NAMES.index(memory_class(f.op, f.kind)) for f in plan],
+                                      model.corrections(plan), np.full(len(plan), len(seconds))]))
+            seconds.append(measured)
             program.append(k)
     if not rows:
         return {}
-    sums = np.stack([r[0] for r in rows])
-    target = np.log([r[1] for r in rows])
-    program = np.array(program)
+    host, compute, memory, view, klass, correction, plan = np.concatenate(rows, axis=1)
+    klass, plan, view = klass.astype(int), plan.astype(int), view > 0
+    target, program = np.log(seconds), np.array(program)
     plans_of = np.bincount(program)
 
     def residuals(w):
-        error = np.log(np.maximum(sums @ np.exp(w), 1e-12)) - target
-        return np.concatenate([error - (np.bincount(program, error) / plans_of)[program], FACTOR_PRIOR * w])
+        nodes = correction * (np.exp(np.where(view, w[1], w[0])) * host
+                              + np.maximum(np.exp(w[2]) * compute, np.exp(w[3 + klass]) * memory))
+        error = np.log(np.maximum(np.bincount(plan, nodes, minlength=len(seconds)), 1e-12)) - target
+        return np.concatenate([error - (np.bincount(program, error) / plans_of)[program], FIGURE_PRIOR * w])
 
-    fit = least_squares(residuals, np.zeros(len(ops)))
-    return {op: float(w) for op, w in zip(ops, fit.x) if abs(w) > 1e-6}
+    w = np.exp(least_squares(residuals, np.zeros(3 + len(MEMORY_CLASS_NAMES))).x)
+    return {"call_us": device.launch_us * w[0], "view_us": device.view_us * w[1], "compute_scale": w[2],
+            "bandwidth_gbs": {name: device.mem_bw_gbs / w[3 + i] for i, name in enumerate(MEMORY_CLASS_NAMES)}}
 
 
 def table(rows: dict[str, dict]) -> str:
@@ -179,5 +218,5 @@ def table(rows: dict[str, dict]) -> str:
     lines = [head, "-" * len(head)]
     for name, m in rows.items():
         lines.append(f"{name:<56} {m['programs']:>8} {m['plans']:>6} {m['kendall_tau']:>6.3f} {m['tau_apart']:>7.3f} "
-                     f"{m['top1_regret']:>12.1%}")
+                     f"{m['top1_regret']:>12.2%}")
     return "\n".join(lines)

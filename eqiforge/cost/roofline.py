@@ -65,7 +65,7 @@ class RooflinePrior:
     def node_seconds(self, f: NodeFeatures) -> float:
         dev = self.device
         if f.op == "Fill" and self.kernels and not f.folded:  # generated code materialises it: torch.full
-            return dev.launch_us * 1e-6 + f.bytes / (dev.mem_bw_gbs * 1e9)
+            return dev.launch_us * 1e-6 + f.bytes / (dev.bandwidth_gbs(f.op, f.kind) * 1e9)
         if f.kind == "leaf" or f.folded:
             return 0.0
         if f.is_view:
@@ -73,7 +73,7 @@ class RooflinePrior:
         if f.kind == "kernel" and not self.kernels and not native.is_native(f.op, f.attrs, f.in_shapes,
                                                                                      self.device.unfused):
             return math.inf
-        memory = f.bytes / (dev.mem_bw_gbs * 1e9)
+        memory = f.bytes / (dev.bandwidth_gbs(f.op, f.kind) * 1e9)
         if f.op == "GemmK":
             return self._gemm_kernel_seconds(f, memory)
         if f.op == "AttentionK":
@@ -106,7 +106,7 @@ class RooflinePrior:
         compute += ops.numel(f.out_shape) * fused.flops_per_element(attrs.epilogue) / (self.device.vector_tflops * 1e12)
         partials = 2.0 * split_k * ops.numel(f.out_shape) * 4 if split_k > 1 else 0.0
         launches = 2 if split_k > 1 else 1
-        memory += partials / (self.device.mem_bw_gbs * 1e9)
+        memory += partials / (self.device.bandwidth_gbs(f.op, f.kind) * 1e9)
         return launches * self.device.launch_us * 1e-6 + max(compute, memory)
 
     def _bandwidth_share(self, programs: int) -> float:
@@ -128,7 +128,7 @@ class RooflinePrior:
         seconds = self.device.launch_us * 1e-6 + max(compute, memory / self._bandwidth_share(programs))
         if split > 1:
             workspace = 2 * 4 * split * n_batch * rows * (dv + 2)  # written, then read by the combine kernel
-            seconds += self.device.launch_us * 1e-6 + workspace / (self.device.mem_bw_gbs * 1e9)
+            seconds += self.device.launch_us * 1e-6 + workspace / (self.device.bandwidth_gbs(f.op, f.kind) * 1e9)
         return seconds
 
     def _matmul_seconds(self, f: NodeFeatures, k: int, tile: tuple, split_k: int) -> float:

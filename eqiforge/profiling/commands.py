@@ -87,19 +87,25 @@ def _train(args) -> int:
 def _eval(args) -> int:
     records = read_records(args.data)
     model = learned.LearnedModel.load(args.model or Path(args.data) / learned.MODEL_FILE)
-    bare = copy.deepcopy(model)  # the op factors correct whole plans: kernels are priced without them
-    bare.header["op_factors"] = {}
+    bare = copy.deepcopy(model)  # kernels as profiled: the MLPs on the prior they were trained against
+    bare.header.update(plan_figures={}, kernel_corrections=True)
+    bare.header["training"].pop("plans", None)
     print(f"held-out shapes of {args.data} ({model.device.name}; the model's kernel MLPs):")
     print(table(evaluate_models(records, [bare], args.held_out, args.seed, args.machine or model.machine)))
     if args.plans:
         groups = _plan_groups(args.plans, args.machine or model.machine)
         prior = RooflinePrior(model.device, kernels=model.header.get("kernels", True))
-        print(f"\nprograms of {args.plans}: each program's measured plans, ranked by the sum of their prices; the op "
-              f"factors fitted on {args.folds - 1} folds of programs and tested on the one left out, every fold in turn")
-        print(plans.table({prior.name: plans.plan_metrics(groups, prior),
-                           "learned model, kernel MLPs only": plans.plan_metrics(groups, bare),
-                           f"learned model + op factors ({args.folds}-fold)":
-                               plans.cross_validated(bare, groups, args.folds, args.seed)}))
+        figures_only = copy.deepcopy(bare)
+        figures_only.header["kernel_corrections"] = False
+        print(f"\nprograms of {args.plans}: each program's measured plans, ranked by the sum of their prices; plan "
+              f"figures fitted on {args.folds - 1} folds of programs and tested on the one left out, every fold in turn")
+        print(plans.table({
+            prior.name: plans.plan_metrics(groups, prior),
+            "learned model, kernel MLPs only": plans.plan_metrics(groups, bare),
+            f"plan figures, MLPs off ({args.folds}-fold)":
+                plans.cross_validated(figures_only, groups, args.folds, args.seed, fit=figures_only._fit_figures),
+            f"learned model: plan figures, MLPs if they rank ({args.folds}-fold)":
+                plans.cross_validated(bare, groups, args.folds, args.seed)}))
     return 0
 
 
@@ -146,9 +152,9 @@ def add_commands(sub) -> None:
         v.add_argument("--seed", type=int, default=0, help="shape-split and training seed")
         v.add_argument("--machine", help="CPU records: the processor model whose records to use (default this "
                                          "one's; a model serves the CPU it was trained on)")
-        v.add_argument("--plans", help="measured-choice records (a records.jsonl or a directory): fit the op "
-                                       "factors on their training programs (train), rank every program's plans "
-                                       "with factors fitted on the other folds (eval)")
+        v.add_argument("--plans", help="measured-choice records (a records.jsonl or a directory): fit the plan "
+                                       "figures on their training programs (train), rank every program's plans "
+                                       "with figures fitted on the other folds (eval)")
         if verb == "train":
             v.add_argument("--epochs", type=int, default=400)
             v.add_argument("--out", help="model file (default DATA/model.npz)")
