@@ -25,7 +25,7 @@ from .lower.attention_notes import unfused_attention
 from .lower.pytorch_source import ident
 from .lower.plan import Plan, build_plan, price
 from .lower.torch_code import to_torch_code
-from .cost.as_written import written_seconds
+from .cost.as_written import library_calls_only, written_seconds
 from .cost.plans import graph_nodes
 from .lower.writer import provenance
 from .report import Report, StageTimer
@@ -193,7 +193,7 @@ def _plan_for_call(fn, args, kwargs, opts: Options, dynamic, declared: bool) -> 
     if opts.backend == "torch" and measurable(optimized, opts, why):  # inductor: predicted (dynamo.py measures)
         with timer("measure"):  # in the report's stages
             first = _measured_choice(optimized, fn, args, kwargs, captured, opts, budget,
-                                     compiled if _program_compile_may_win(optimized.report, opts) else None)
+                                     compiled if _program_compile_may_win(optimized.report, opts, captured) else None)
     why = first.why
     if first.compiled_won:
         optimized.run_original(compiled, why, "the original program compiled by Inductor")
@@ -400,8 +400,13 @@ def _measured_generator(optimized, fn, args, kwargs, captured, opts: Options, wh
     program as written can beat the plan however it is compiled. Inductor compiles only once timing needs it
     (a cached decision times and compiles nothing it does not run)."""
     report = optimized.report
-    program_sets = choice.input_sets(args, kwargs) if why or (
-        not compiled_raced and _program_compile_may_win(report, opts)) else None
+    compile_program = (why or not compiled_raced) and _program_compile_may_win(report, opts, captured,
+                                                                                predicted=not why)
+    if why and not compile_program:  # the program runs as written, and Inductor would make the same calls
+        report.measured = "; ".join(filter(None, [report.measured, "the program under Inductor not timed: it is "
+                                                  "only library calls (products, convolutions, attention)"]))
+        return
+    program_sets = choice.input_sets(args, kwargs) if compile_program else None
     program = captured.graph.format()
     candidates = [] if program_sets is None else [
         _compiled_candidate(compiled, captured, args, kwargs, program_sets)]
@@ -432,13 +437,19 @@ def _measured_generator(optimized, fn, args, kwargs, captured, opts: Options, wh
         report.lowering_notes += inductor.notes
 
 
-def _program_compile_may_win(report, opts: Options) -> bool:
-    """Whether the program compiled by Inductor is timed beside a plan that beat the program as written:
-    always under ``measure="always"``; under "auto" unless the plan is predicted ``choice.DECISIVE`` times
-    faster than the program (an algebraic win; Inductor fuses the plan's graph as well as the program's, and
-    the compile it would cost is about a torch.compile's first call)."""
+def _program_compile_may_win(report, opts: Options, captured, predicted: bool = True) -> bool:
+    """Whether the program compiled by Inductor is timed: always under ``measure="always"``; under "auto" not
+    where the program is only library calls (products, convolutions, attention and views: Inductor makes
+    the same calls, with nothing between them to fuse) nor, beside a plan that beat the program as written
+    (``predicted``), where the plan is predicted ``choice.DECISIVE`` times faster than the program (an
+    algebraic win; Inductor fuses the plan's graph as well as the program's, and the compile it would cost is
+    about a torch.compile's first call)."""
+    if opts.measure == "always":
+        return True
+    if library_calls_only(captured.written):
+        return False
     program = _program_price(report)
-    return opts.measure == "always" or program is None or program < choice.DECISIVE * report.predicted_after
+    return not predicted or program is None or program < choice.DECISIVE * report.predicted_after
 
 
 def _program_price(report) -> float | None:

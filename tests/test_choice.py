@@ -351,6 +351,31 @@ def test_a_program_compile_that_fails_is_dropped_in_the_first_race_and_not_tried
     assert len(tries) == 1 and opt.report.measured.count("program under Inductor") == 1
 
 
+def test_auto_backend_does_not_time_inductor_on_a_program_of_library_calls_only(monkeypatch, tmp_path):
+    """Attention and products only: Inductor would make the same library calls, with nothing between them to
+    fuse, so "auto" does not compile and time the program under it (the report says so); "always" does."""
+    from eqiforge import frontend
+    from eqiforge.cost.as_written import library_calls_only
+    monkeypatch.setenv("EQIFORGE_CACHE_DIR", str(tmp_path))
+    q, k, v = (torch.randn(2, 4, 128, 32) for _ in range(3))
+    attention = lambda q, k, v: torch.nn.functional.scaled_dot_product_attention(q, k, v) @ v.transpose(-1, -2)  # noqa: E731
+    assert library_calls_only(frontend.capture(attention, (q, k, v), {}).written)
+    assert not library_calls_only(frontend.capture(lambda q: (q @ q.transpose(-1, -2)).relu(), (q,), {}).written)
+    timed = {}
+    for mode in ("auto", "always"):
+        with torch.no_grad():
+            opt = eqiforge.optimize(attention, (q, k, v), measure=mode, measure_seconds=1.0, cache=False)
+            torch.testing.assert_close(opt(q, k, v), attention(q, k, v), rtol=1e-4, atol=1e-4)
+        records = [json.loads(line) for line in (tmp_path / "measure" / choice.RECORDS).read_text().splitlines()]
+        timed[mode] = {c["name"] for r in records for c in r["candidates"] if c.get("measured_s")}
+        (tmp_path / "measure" / choice.RECORDS).unlink()
+        if mode == "auto" and opt.report.measured.split("; ")[0].endswith("runs: program"):
+            assert opt.report.measured.endswith("the program under Inductor not timed: it is only library calls "
+                                                "(products, convolutions, attention)")
+    assert "program" in timed["auto"] and "program under Inductor" not in timed["auto"]
+    assert "program under Inductor" in timed["always"]
+
+
 def test_auto_backend_keeps_the_torch_code_where_the_compiled_plan_is_slower_and_caches_it(monkeypatch, tmp_path):
     """The chain's plan (an algebraic win, chosen untimed under "auto"), its Inductor compile made to run the
     program twice more per call: the torch code runs; a second optimization times and compiles nothing."""

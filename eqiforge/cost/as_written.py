@@ -17,6 +17,8 @@ from .roofline import RooflinePrior
 VIEWS = ("view", "reshape", "_unsafe_view", "broadcast_tensors", "transpose", "permute", "expand", "unsqueeze", "squeeze", "t",
          "slice", "select", "alias", "detach", "split", "chunk", "unbind", "lift_fresh_copy", "dropout")
 CONTRACTIONS = ("mm", "bmm", "matmul", "addmm", "baddbmm", "linear", "mv", "dot")
+CONVOLUTIONS = ("convolution", "conv1d", "conv2d", "conv3d")
+ATTENTION = ("scaled_dot_product_attention", "_scaled_dot_product_flash_attention_for_cpu")
 #: calls that read only the elements their indices pick (plus the indices), not whole operands
 GATHERS = ("nll_loss", "nll_loss_nd", "nll_loss_forward", "nll_loss2d", "gather", "index_select", "embedding", "take", "index")
 TRANSCENDENTAL = ("exp", "log", "tanh", "sigmoid", "gelu", "silu", "mish", "softplus", "erf", "pow", "sqrt",
@@ -30,9 +32,19 @@ def written_seconds(calls, device: Device) -> float:
     return sum(call_seconds(c, prior) for c in calls)
 
 
+def library_calls_only(calls) -> bool:
+    """Whether every call is a view or a product, convolution or attention: calls a compiler makes as they
+    are written (to the same library kernels), with no elementwise or reduction work between to fuse."""
+    return bool(calls) and all(_name(c) in VIEWS + CONTRACTIONS + CONVOLUTIONS + ATTENTION for c in calls)
+
+
+def _name(call) -> str:
+    return call.op.split(".")[1] if call.op.startswith("aten.") else call.op
+
+
 def call_seconds(call, prior: RooflinePrior) -> float:
     device = prior.device
-    name = call.op.split(".")[1] if call.op.startswith("aten.") else call.op
+    name = _name(call)
     if name in VIEWS or not call.out_shapes:
         return device.view_us * 1e-6
     passes = 5 if any(kind in name for kind in device.unfused) else 1  # composed from five ATen ops
@@ -74,11 +86,10 @@ def _as_matmul(name: str, call):
 def _contraction_flops(name: str, call) -> float:
     """Multiply-adds x 2 of a convolution or attention, from its shapes; 0 for other ops."""
     out = call.out_shapes[0]
-    if name in ("convolution", "conv1d", "conv2d", "conv3d") and len(call.in_shapes) >= 2:
+    if name in CONVOLUTIONS and len(call.in_shapes) >= 2:
         weight = call.in_shapes[1]  # [C_out, C_in / groups, *kernel]
         return 2.0 * ops.numel(out) * math.prod(weight[1:])
-    if name in ("scaled_dot_product_attention", "_scaled_dot_product_flash_attention_for_cpu") \
-            and len(call.in_shapes) >= 3:
+    if name in ATTENTION and len(call.in_shapes) >= 3:
         q, k, v = call.in_shapes[:3]
         return 2.0 * ops.numel(q[:-1]) * k[-2] * (q[-1] + v[-1])
     return 0.0
