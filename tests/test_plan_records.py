@@ -31,8 +31,8 @@ def test_a_plans_recorded_nodes_price_back_to_its_prediction(monkeypatch, tmp_pa
     assert group.seconds == [c["measured_s"] for c in priced]
 
 
-#: a clock unlike the calibrated prior: elementwise passes stream 4x its bandwidth, products run at half its rate
-TRUTH = {"compute_scale": 2.0, "bandwidth": {"elementwise": 4.0}}
+#: a clock unlike the calibrated prior: elementwise passes stream at 1/4 its bandwidth, products at 4x its rate
+TRUTH = {"compute_scale": 0.25, "bandwidth": {"elementwise": 0.25}}
 
 
 def true_device(truth):
@@ -79,7 +79,9 @@ def test_plan_figures_fitted_to_measured_plans_find_the_true_clock_and_rank_held
     assert abs(math.log(add_to_product(model) / add_to_product(clock))) \
         < 0.5 * abs(math.log(add_to_product(prior) / add_to_product(clock)))
     after = plans.plan_metrics(synthetic_groups(40, 1, TRUTH), model)
-    assert after["kendall_tau"] > before["kendall_tau"] + 0.02 and after["top1_regret"] <= before["top1_regret"]
+    best = plans.plan_metrics(synthetic_groups(40, 1, TRUTH), clock)  # the clock's own prices: noise is all that is left
+    assert after["kendall_tau"] >= max(before["kendall_tau"], best["kendall_tau"] - 0.01)
+    assert after["top1_regret"] <= before["top1_regret"]
     assert "figures from 120 programs' plans" in model.name
     assert model.prior.device.bandwidth_gbs("Add", "binary") == pytest.approx(figures["bandwidth_gbs"]["elementwise"])
 
@@ -115,7 +117,8 @@ def test_cross_validation_prices_each_program_by_figures_fitted_without_it_and_l
     bare = plans.plan_metrics(groups, model)
     crossed = plans.cross_validated(model, groups, folds=4)
     assert json.dumps(model.header) == header  # each fold's figures were fitted on a copy of the header
-    assert crossed["programs"] == 60 and crossed["kendall_tau"] > bare["kendall_tau"] + 0.02
+    best = plans.plan_metrics(groups, cost.RooflinePrior(true_device(TRUTH)))
+    assert crossed["programs"] == 60 and crossed["kendall_tau"] >= max(bare["kendall_tau"], best["kendall_tau"] - 0.01)
     assert crossed["tau_apart"] > bare["tau_apart"] and crossed["top1_regret"] < bare["top1_regret"]
 
 
@@ -179,7 +182,7 @@ def test_plan_figures_survive_saving_and_the_commands_fit_and_rank(tmp_path, cap
     figures = loaded.header["plan_figures"]
     assert set(figures["bandwidth_gbs"]) == set(plans.MEMORY_CLASS_NAMES)
     elementwise = figures["bandwidth_gbs"]["elementwise"] / loaded.device.mem_bw_gbs
-    assert elementwise > 1.5  # the truth's 4x, towards which the fit moves (MLPs on or off, as they rank)
+    assert elementwise < 0.67  # the truth's 1/4, towards which the fit moves (MLPs on or off, as they rank)
     assert loaded.predict(groups[0].plans[0]) == pytest.approx(
         cost.RooflinePrior(plans.plan_device(loaded.device, figures)).predict(groups[0].plans[0])
         * loaded.corrections(groups[0].plans[0]))

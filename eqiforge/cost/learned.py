@@ -134,15 +134,16 @@ class LearnedModel:
         return self._configured(batch)
 
     def _configured(self, batch: list[NodeFeatures]) -> np.ndarray:
-        return self.prior.predict(batch) * self.corrections(batch)
+        prior = self.prior.predict(batch)
+        return prior * self.corrections(batch, prior)
 
-    def corrections(self, batch: list[NodeFeatures]) -> np.ndarray:
-        """The factor the MLPs put on each node's prior price (1 where they make no correction, and for every
-        node when ``kernel_corrections`` is off)."""
+    def corrections(self, batch: list[NodeFeatures], prior: np.ndarray | None = None) -> np.ndarray:
+        """The factor the MLPs put on each node's prior price (``prior``: those prices, when already known):
+        1 where they make no correction, and for every node when ``kernel_corrections`` is off."""
         factors = np.ones(len(batch))
         if not self.header.get("kernel_corrections", True):
             return factors
-        chosen = self.corrected(batch, self.prior.predict(batch))
+        chosen = self.corrected(batch, self.prior.predict(batch) if prior is None else prior)
         if chosen:
             index, seen = zip(*chosen)
             factors[list(index)] = np.exp(self.member_log_ratios(list(seen)).mean(axis=0))
@@ -194,17 +195,18 @@ class LearnedModel:
         tau = {}
         for corrections in (False, True):
             self.header["kernel_corrections"] = corrections
-            tau[corrections] = cross_validated(self, groups, folds, fit=self._fit_figures)["kendall_tau"] \
+            tau[corrections] = cross_validated(self, groups, folds, fit=self.fit_figures)["kendall_tau"] \
                 if len(groups) >= folds else 0.0
         self.header["kernel_corrections"] = bool(tau[True] > tau[False])
-        self._fit_figures(groups)
+        self.fit_figures(groups)
         self.header["training"]["plans"] = {"programs": len(groups), "plans": sum(len(g.plans) for g in groups),
                                             "cross_validated_tau": {"kernel MLPs off": tau[False],
                                                                     "kernel MLPs on": tau[True]},
                                             **(summary or {})}
         return self
 
-    def _fit_figures(self, groups: list) -> None:
+    def fit_figures(self, groups: list) -> None:
+        """Fit the plan figures alone (cost/plans.py), the kernel corrections on or off as they are set."""
         self.header["plan_figures"] = {}
         self.header["plan_figures"] = fit_plan_figures(self, groups)
 

@@ -103,7 +103,7 @@ def _eval(args) -> int:
             prior.name: plans.plan_metrics(groups, prior),
             "learned model, kernel MLPs only": plans.plan_metrics(groups, bare),
             f"plan figures, MLPs off ({args.folds}-fold)":
-                plans.cross_validated(figures_only, groups, args.folds, args.seed, fit=figures_only._fit_figures),
+                plans.cross_validated(figures_only, groups, args.folds, args.seed, fit=figures_only.fit_figures),
             f"learned model: plan figures, MLPs if they rank ({args.folds}-fold)":
                 plans.cross_validated(bare, groups, args.folds, args.seed)}))
     return 0
