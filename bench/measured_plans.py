@@ -39,6 +39,8 @@ def main() -> None:
     import eqiforge
     from eqiforge import api, choice
     from eqiforge.paths import cache_dir
+    from measure import steady_allocator
+    print(f"allocator: {steady_allocator()}", file=sys.stderr)  # as bench/'s timings: no page faults in them
     api.NEXT_PLANS, api.NEXT_PLANS_BAND = NEXT_PLANS, BAND
     records = cache_dir("measure") / choice.RECORDS  # this run's records are what it appends
     start = records.stat().st_size if records.exists() else 0

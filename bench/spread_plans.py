@@ -69,6 +69,9 @@ def main() -> None:
     p.add_argument("--seed", type=int, default=0, help="of the price perturbations (another seed, other plans)")
     p.add_argument("--out", required=True, help="a .jsonl.gz of records")
     args = p.parse_args()
+    from measure import steady_allocator
+    allocator = steady_allocator()  # as bench/'s timings: a plan's time without page faults that depend on
+    print(f"allocator: {allocator}", file=sys.stderr)  # which plan was timed before it
     opts = api.Options(backend="torch", measure="always", cache=False)
     lines = []
     for suite in args.suites.split(","):
@@ -93,7 +96,8 @@ def main() -> None:
                         runners.append(("learned model's plan", other.plan, other.runner))
                 sets = choice.input_sets(*captured.inputs)
                 timed = timing.time_candidates({n: choice.rotating(r, sets) for n, _, r in runners}, args.seconds)
-            record = {"program": f"{suite}/{name}", "device": "cpu", "machine": machine_key(), "candidates": [
+            record = {"program": f"{suite}/{name}", "device": "cpu", "machine": machine_key(), "allocator": allocator,
+                      "candidates": [
                 {"name": n, "predicted_s": plan.predicted_seconds, "nodes": graph_nodes(plan.graph),
                  "measured_s": timed.median(n) if n in timed.seconds else None} for n, plan, _ in runners]}
             lines.append(json.dumps(record))
