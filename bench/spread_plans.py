@@ -6,10 +6,11 @@ written as the measured choice writes them, so that
     python bench/spread_plans.py --out /tmp/spread.jsonl.gz
     eqiforge cost eval --data bench/data/cpu --plans /tmp/spread.jsonl.gz
 
-ranks them by the roofline prior and the learned model. With ``--learned`` the plan extracted under the
-learned model's prices is timed beside them (where its code differs): what each model's first pick costs. The measured choice's own candidates (the
+ranks them by the roofline prior and the learned model. The measured choice's own candidates (the
 extractor's next-best plans) are mostly within 3% of each other, ties within the clock's noise; these
-differ by up to 20x, which a model that prices calls well should order.
+differ by up to 20x, which a model that prices calls well should order. With ``--learned`` the plan
+extracted under the learned model's prices is timed beside them (where it makes other calls): what each
+model's first pick costs.
 """
 from __future__ import annotations
 
@@ -92,7 +93,7 @@ def main() -> None:
                     other = api.optimize_graph(captured.graph, captured.input_names, captured.out_spec,
                                                dataclasses.replace(opts, cost_model="learned"), StageTimer(),
                                                bound=captured.param_inputs, examples=list(captured.inputs))
-                    if other.source not in sources and not any(same_nodes(other.plan, plan) for _, plan, _ in runners):
+                    if not any(same_nodes(other.plan, plan) for _, plan, _ in runners):
                         runners.append(("learned model's plan", other.plan, other.runner))
                 sets = choice.input_sets(*captured.inputs)
                 timed = timing.time_candidates({n: choice.rotating(r, sets) for n, _, r in runners}, args.seconds)
