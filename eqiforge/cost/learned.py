@@ -246,7 +246,8 @@ def _saved_device(header: dict) -> Device | str:
     if not figures:
         return header["device"]
     return Device(**{**figures, "unfused": tuple(figures["unfused"]),
-                     "class_bw_gbs": tuple(tuple(pair) for pair in figures.get("class_bw_gbs", ()))})
+                     "class_bw_gbs": tuple(tuple(pair) for pair in figures.get("class_bw_gbs", ())),
+                     "figures": tuple(tuple(pair) for pair in figures.get("figures", ()))})
 
 
 def _as_native_gemm(f: NodeFeatures) -> NodeFeatures | None:

@@ -7,6 +7,7 @@ tensor that a generated kernel reads (the triton backend fills it per call; the 
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -14,12 +15,14 @@ import numpy as np
 from .. import fused, native, ops
 from .configs import best_prices
 from .devices import Device, get_device
-from .features import NodeFeatures
+from .features import NodeFeatures, node_features
 
 TILE = 128
 ROW_BLOCK = 1024  # elements per program of the row-reduction template (RowReduceSpec's default block)
 ATTENTION_BLOCK = 64  # query rows and keys per tile of the attention template (AttentionSpec's default)
 MIN_KEYS_PER_SHARE = 4 * ATTENTION_BLOCK  # a key-axis share reads at least 4 key tiles
+CONV_GRANULE = 32  # a convolution's output channels and reduction depth run in multiples of this (MMA tiles)
+LIBRARY_SPLIT_K = 8192  # a library GEMM splits a long K (shares of at least this many) over the SMs its tiles leave idle
 SM_STREAM_SHARE = 4.0  # an SM streams up to ~4x its equal share of DRAM bandwidth (a prior the learned model corrects)
 
 
@@ -31,6 +34,22 @@ def attention_split(n_batch: int, sq: int, sk: int, sms: int) -> int:
     if 2 * tiles > sms:
         return 1
     return max(1, min(math.ceil(sms / tiles), sk // MIN_KEYS_PER_SHARE))
+
+
+def conv_factors(x: tuple, weight: tuple, out: tuple, transposed: bool, stride: tuple, dilation: tuple
+                 ) -> tuple[str, ...]:
+    """The shape classes of a convolution whose efficiency differs (each a fitted figure, Device.figure):
+    transposed, 3-D, grouped (depthwise at the limit: the input channels, a transposed one's output channels,
+    at least twice the weight's per group), strided, and the 3x3 stride-1 2-D one that libraries run by
+    Winograd's algorithm (fewer multiplications than its FLOPs)."""
+    spatial = len(weight) - 2
+    channels = out[1] if transposed else x[1]
+    grouped = len(x) > 2 and channels >= 2 * weight[1]
+    winograd = (not transposed and not grouped and spatial == 2 and tuple(weight[2:]) == (3, 3)
+                and all(s == 1 for s in stride) and all(d == 1 for d in dilation))
+    return tuple(name for name, applies in (
+        ("conv_transposed", transposed), ("conv_3d", spatial == 3), ("conv_grouped", grouped),
+        ("conv_strided", any(s > 1 for s in stride)), ("conv_winograd", winograd)) if applies)
 
 
 def _row_programs(x: tuple) -> int:
@@ -51,7 +70,8 @@ class RooflinePrior:
     def __init__(self, device: str | Device | None = None, kernels: bool = False):
         self.device = get_device(device)
         self.kernels = kernels
-        self.name = f"roofline prior ({self.device.name})"
+        fitted = f"; {self.device.fitted}" if self.device.fitted else ""
+        self.name = f"roofline prior ({self.device.name}{fitted})"
 
     def predict(self, batch: list[NodeFeatures]) -> np.ndarray:
         """Seconds per node; for generated kernels an untiled GEMM at its best config (cost/configs.py)."""
@@ -81,9 +101,13 @@ class RooflinePrior:
         if f.op == "RowReduceK":
             memory /= self._bandwidth_share(_row_programs(f.in_shapes[0]))
         if f.kind == "matmul":
-            compute = self._matmul_seconds(f, f.in_shapes[0][-1], (TILE, TILE, 32, 3), 1)
-        elif f.kind == "conv":  # a library convolution runs as an implicit GEMM of the same FLOPs
-            compute = f.flops / dev.matmul_peak(f.dtype)
+            compute = self.matmul_compute(f)
+        elif f.kind == "conv":
+            a = ops.get(f.op).named(f.attrs)
+            x, weight = f.in_shapes[0], f.in_shapes[1]
+            compute = self.conv_compute(x, weight, f.out_shape, f.dtype, transposed=False)
+            factors = conv_factors(x, weight, f.out_shape, False, tuple(a.stride), tuple(a.dilation))
+            compute /= dev.figure("conv_efficiency") * math.prod(dev.figure(name) for name in factors)
         else:
             compute = f.flops / (dev.vector_tflops * 1e12)
         host = dev.view_us * 1e-6 if self.kernels and f.kind != "kernel" else 0.0  # PyTorch dispatch
@@ -131,14 +155,47 @@ class RooflinePrior:
             seconds += self.device.launch_us * 1e-6 + workspace / (self.device.bandwidth_gbs(f.op, f.kind) * 1e9)
         return seconds
 
+    def matmul_compute(self, f: NodeFeatures) -> float:
+        """Compute seconds of a library matrix product (a MatMul node, or a call as written): 128x128 tiles,
+        the reduction split over SMs its tiles leave idle (what cuBLAS does for a large K); a split costs what
+        GemmK's does, a second kernel and its fp32 partial sums' traffic."""
+        *batch, m, n = f.out_shape
+        k = f.in_shapes[0][-1]
+        tiles = ops.numel(batch) * math.ceil(m / TILE) * math.ceil(n / TILE)
+        split = max(1, min(self.device.sms // tiles, k // LIBRARY_SPLIT_K))
+        seconds = self._matmul_seconds(f, k, (TILE, TILE, 32, 3), split)
+        if split > 1:
+            partials = 2.0 * split * ops.numel(f.out_shape) * 4
+            seconds += self.device.launch_us * 1e-6 + partials / (self.device.bandwidth_gbs(f.op, f.kind) * 1e9)
+        return seconds
+
+    def conv_compute(self, x: tuple, weight: tuple, out: tuple, dtype: str, transposed: bool) -> float:
+        """Compute seconds of a library convolution at the device's convolution rate (its GEMM efficiency
+        aside): an implicit GEMM per group, priced as matmul_compute prices a product, so that few output
+        channels or a short reduction waste tiles as they do. A convolution: [N * spatial_out, C_in / g *
+        kernel] @ [.., C_out / g]; a transposed one scatters each input element: [N * spatial_in, C_in / g]
+        @ [.., C_out / g * kernel]."""
+        kernel = math.prod(weight[2:])
+        if transposed:  # weight [C_in, C_out / g, *kernel]
+            groups = max(out[1] // max(weight[1], 1), 1)
+            m, k, n = x[0] * math.prod(x[2:]), x[1] // groups, weight[1] * kernel
+        else:  # weight [C_out, C_in / g, *kernel]
+            groups = max(x[1] // max(weight[1], 1), 1)
+            m, k, n = out[0] * math.prod(out[2:]), weight[1] * kernel, out[1] // groups
+        k, n = (math.ceil(d / CONV_GRANULE) * CONV_GRANULE for d in (k, n))  # a tile's columns and depth are padded
+        gemm = node_features("MatMul", [(groups, m, k), (groups, k, n)], [dtype] * 2, (groups, m, n), dtype)
+        datasheet = RooflinePrior(dataclasses.replace(self.device, figures=()))
+        return datasheet.matmul_compute(gemm) * self.device.matmul_peak(dtype) / self.device.conv_peak(dtype)
+
     def _matmul_seconds(self, f: NodeFeatures, k: int, tile: tuple, split_k: int) -> float:
         """Wave-quantised compute time: every wave of tiles costs a full tile; small tiles run the tensor
-        cores less efficiently (efficiency ~ sqrt of the tile area relative to 128x128)."""
+        cores less efficiently (efficiency ~ sqrt of the tile area relative to 128x128); the device's fitted
+        GEMM efficiency scales the rate."""
         *batch, m, n = f.out_shape
         block_m, block_n = tile[0], tile[1]
         tiles = ops.numel(batch) * math.ceil(m / block_m) * math.ceil(n / block_n) * split_k
         waves = math.ceil(tiles / self.device.sms)
-        efficiency = min(1.0, (block_m * block_n) / (TILE * TILE)) ** 0.5
+        efficiency = min(1.0, (block_m * block_n) / (TILE * TILE)) ** 0.5 * self.device.figure("gemm_efficiency")
         per_sm = self.device.matmul_peak(f.dtype) * efficiency / self.device.sms
         tile_flops = 2.0 * min(m, block_m) * min(n, block_n) * math.ceil(k / split_k)
         return waves * tile_flops / per_sm
