@@ -98,7 +98,7 @@ def test_shape_split_keeps_shapes_apart(records):
 
 def test_training_recovers_a_synthetic_target(records, model):
     table = evaluate_models(records, [model])
-    prior, learned_row = table["roofline prior (H100)"], table[model.name]
+    prior, learned_row = table[cost.RooflinePrior(H100).name], table[model.name]
     assert learned_row["mape"] < 0.1 < prior["mape"]
     assert learned_row["kendall_tau"] > 0.8
     assert learned_row["top1_slowdown"] <= prior["top1_slowdown"]

@@ -11,7 +11,7 @@ import torch
 from torch.testing import assert_close
 
 import eqiforge
-from eqiforge import api, dynamo
+from eqiforge import api, cost, dynamo
 from eqiforge.runtime import inductor_plan
 
 
@@ -182,7 +182,8 @@ def test_options_reach_eqiforge():
     [report] = dynamo.REPORTS[before:]
     assert report.rulesets == ["matmul", "fusion"]
     assert report.stop_reason == "iteration limit (2)"
-    assert report.cost_model == "roofline prior (A100)"
+    assert report.cost_model == cost.RooflinePrior("A100").name  # its figures fitted to published times, named
+    assert report.cost_model.startswith("roofline prior (A100; published-time fit: held-out level 3")
     assert report.ops_after["PointwiseK"] > 0  # a fused kernel of the triton backend
     assert options["rules"] == ["matmul", "fusion"]  # the caller's dict is not changed
 

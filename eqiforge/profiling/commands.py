@@ -7,14 +7,16 @@ from __future__ import annotations
 
 import copy
 import itertools
+import json
 import sys
 from pathlib import Path
 
 from ..cost import learned, plans
 from ..cost.dataset import read_records, record_features
-from ..cost.devices import DEVICES
+from ..cost.devices import CUDA_NAMES, DEVICES
 from ..cost.metrics import table
 from ..cost.plans import split_programs
+from ..cost.published import DATASET
 from ..cost.roofline import RooflinePrior
 from ..cost.train import evaluate_models, train_model
 from ..errors import EqiforgeError
@@ -26,6 +28,8 @@ NO_CUDA = "eqiforge cost profile: no CUDA device here, nothing measured (run it 
 
 def table_device(cuda_name: str):
     """The device-table entry a CUDA device name (e.g. 'NVIDIA H100 80GB HBM3') refers to."""
+    if cuda_name in CUDA_NAMES:
+        return DEVICES[CUDA_NAMES[cuda_name]]
     key = cuda_name.upper().replace(" ", "")
     for name in sorted(DEVICES, key=len, reverse=True):
         if name.upper() in key:
@@ -128,6 +132,22 @@ def _calibrate(args) -> int:
     return 0
 
 
+def _gpu(args) -> int:
+    """Fit GPU figures to published timings and report them on held-out programs and a held-out GPU setup."""
+    from ..cost import gpu_eval
+    from ..cost.published import load_published
+    data = load_published(args.data)
+    report = gpu_eval.evaluate(data)
+    print(f"{args.data}: {len(data.programs)} programs captured, {len(data.skipped)} not, "
+          f"{len(data.timings)} published times (GPUs: {', '.join(data.gpus())})\n")
+    print(gpu_eval.tables(report))
+    if args.json:
+        Path(args.json).write_text(json.dumps(report, indent=1, sort_keys=True) + "\n")
+    if args.write:
+        print(f"\nfigures written to {gpu_eval.write_figures(report, data.source)}")
+    return 0
+
+
 def add_commands(sub) -> None:
     cost = sub.add_parser("cost", help="profile kernels, train and evaluate the learned cost model")
     verbs = cost.add_subparsers(dest="cost_command", required=True)
@@ -142,6 +162,12 @@ def add_commands(sub) -> None:
                    help="measure where the saved model is unsure or predicts the best (needs model.npz in --out)")
     p.add_argument("--pool", type=int, default=2000, help="--active: candidate groups to choose from")
     p.set_defaults(run=_profile)
+    g = verbs.add_parser("gpu", help="fit GPU figures to published timings (KernelBench's), judged on held-out "
+                                     "programs (level 3) and a held-out GPU setup (H100 PCIe)")
+    g.add_argument("--data", default=str(DATASET), help="published timings (default bench/data/gpu/kernelbench.json.gz)")
+    g.add_argument("--json", help="also write the whole report as JSON here")
+    g.add_argument("--write", action="store_true", help="write the fitted figures to the package's gpu_figures.json")
+    g.set_defaults(run=_gpu)
     c = verbs.add_parser("calibrate", help="measure this CPU for the cost model again (cached per machine)")
     c.set_defaults(run=_calibrate)
     for verb, run, about in (("train", _train, "fit the learned model on the training shapes"),
