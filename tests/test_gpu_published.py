@@ -182,3 +182,20 @@ def test_the_gpu_command_fits_and_reports_held_out_programs_and_setup(tmp_path, 
     device = gpu_fit.fitted_device(DEVICES["H100_PCIE"], written)
     assert device.figures == tuple(sorted(dataclasses.asdict(device)["figures"]))
     assert device.fitted.startswith("H100's published-time fit")
+
+
+def test_the_written_predictions_pair_each_published_h100_program_with_the_models_times(tmp_path, monkeypatch):
+    import sys
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parent.parent / "bench" / "gpu"))
+    import kernelbench_predictions
+    monkeypatch.setattr(sys, "argv", ["kernelbench_predictions.py", "--data", str(FIXTURE), "--out", str(tmp_path / "p")])
+    kernelbench_predictions.main()
+    rows = json.loads((tmp_path / "p.json").read_text())["rows"]
+    data = load_published(FIXTURE)
+    relu = next(r for r in rows if r["problem"] == "19_ReLU.py")
+    [(program, _)] = [(p, t) for p, t in data.measured(setups=("H100_Modal",)) if t.problem == "19_ReLU.py"]
+    assert relu["published_eager_ms"] == pytest.approx(4.28)
+    assert relu["predicted_h100_eager_ms"] == pytest.approx(written_seconds(list(program.calls), get_device("H100")) * 1e3)
+    assert relu["predicted_h200_eager_ms"] < relu["predicted_h100_eager_ms"]  # the H200's bandwidth, same figures
+    assert len(rows) == len({t.problem for t in data.timings if t.setup == "H100_Modal"})
+    assert "predictions, not measurements" in (tmp_path / "p.md").read_text()
