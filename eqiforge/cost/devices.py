@@ -44,10 +44,7 @@ class Device:
 
     def figure(self, name: str) -> float:
         """A fitted figure, or its default (FIGURE_DEFAULTS) where none was fitted."""
-        value = dict(self.figures).get(name)
-        if value is not None:
-            return value
-        return FIGURE_DEFAULTS[name]
+        return dict(self.figures).get(name, FIGURE_DEFAULTS[name])
 
     def conv_peak(self, dtype: str) -> float:
         """FLOP/s of a library convolution: fp32 runs on TF32 tensor cores where the device has them (cuDNN's
@@ -124,9 +121,6 @@ def get_device(name: str | Device | None = None, datasheet: bool = False) -> Dev
         if dev_name.upper() == key:
             if datasheet:
                 return dev
-            from .gpu_fit import (  # gpu_fit prices with this module's devices
-                fitted_device,
-                load_figures,
-            )
+            from .gpu_fit import fitted_device, load_figures  # gpu_fit prices with this module's devices
             return fitted_device(dev, load_figures())
     raise EqiforgeError(f"unknown device {name!r}; known devices: {sorted(DEVICES) + ['cpu']}")
