@@ -126,6 +126,8 @@ def priced(t: CallTerms, device: Device) -> float:
     if t.rows:
         memory = max(memory, t.bytes / (t.rows * f("row_gbs") * 1e9))
     host = t.calls * device.launch_us + t.views * device.view_us + t.steps * f("rnn_step_us")
+    if t.compute_class == "conv":  # a library convolution's own host work (its algorithm's choice and set-up)
+        host += f("conv_call_us")
     return host * 1e-6 + max(t.compute / efficiency, memory)
 
 

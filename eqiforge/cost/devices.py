@@ -71,7 +71,7 @@ RNN_STEP_US = 2 * 4.0
 FIGURE_DEFAULTS = {"gemm_efficiency": 1.0, "conv_efficiency": 1.0, "attention_efficiency": 1.0,
                    "vector_efficiency": 1.0, "conv_transposed": 1.0, "conv_3d": 1.0, "conv_grouped": 1.0,
                    "conv_strided": 1.0, "conv_winograd": 1.0,
-                   "row_gbs": math.inf, "program_us": 0.0, "rnn_step_us": RNN_STEP_US,
+                   "row_gbs": math.inf, "program_us": 0.0, "rnn_step_us": RNN_STEP_US, "conv_call_us": 0.0,
                    # host costs of a program compiled by Inductor and of one replayed as a CUDA graph (us): per
                    # kernel and per call of the program (cost/configurations.py)
                    "compiled_call_us": 4.0, "compiled_program_us": 30.0, "graph_call_us": 1.5, "graph_program_us": 10.0}

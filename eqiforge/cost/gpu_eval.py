@@ -91,7 +91,7 @@ def eager_accuracy(data: Published, figures_of, **where) -> dict:
 def datasheet_figures(gpu: str) -> dict:
     """The figures that reproduce the datasheet prior (no fit): every efficiency 1, the table's host costs."""
     d = DEVICES[gpu]
-    return {"launch_us": d.launch_us, "view_us": d.view_us, "program_us": 0.0,
+    return {"launch_us": d.launch_us, "view_us": d.view_us, "program_us": 0.0, "conv_call_us": 0.0,
             "bw_elementwise": 1.0, "bw_reduction": 1.0, "bw_other": 1.0, "bw_contraction": 1.0, "bw_conv": 1.0,
             "gemm_efficiency": 1.0, "conv_efficiency": 1.0, "attention_efficiency": 1.0, "conv_transposed": 1.0,
             "conv_3d": 1.0, "conv_grouped": 1.0, "conv_strided": 1.0, "conv_winograd": 1.0, "row_gbs": float("inf")}

@@ -30,7 +30,7 @@ from .devices import RNN_STEP_US, Device
 
 #: host costs (us) and efficiencies (fractions of the datasheet rate; bandwidth per memory class) the fit
 #: moves, with the reference value each is held towards before any data
-REFERENCE = {"launch_us": 5.0, "view_us": 1.0, "program_us": 10.0,
+REFERENCE = {"launch_us": 5.0, "view_us": 1.0, "program_us": 10.0, "conv_call_us": 5.0,
              "bw_elementwise": 0.8, "bw_reduction": 0.8, "bw_other": 0.8, "bw_contraction": 0.8, "bw_conv": 0.8,
              "gemm_efficiency": 0.75, "conv_efficiency": 0.5, "attention_efficiency": 0.5,
              "conv_transposed": 1.0, "conv_3d": 1.0, "conv_grouped": 1.0, "conv_strided": 1.0, "conv_winograd": 1.0,
@@ -85,7 +85,8 @@ def program_terms(programs: list[tuple[list, Device]]) -> Terms:
 def call_parts(terms: Terms, figures: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Every call's (host, compute, memory, row-bound) seconds under ``figures`` (as_written.priced's parts)."""
     f = figures
-    host = terms.host @ np.array([f["launch_us"], f["view_us"], f["program_us"], f.get("rnn_step_us", RNN_STEP_US)]) * 1e-6
+    host = terms.host @ np.array([f["launch_us"], f["view_us"], f["program_us"], f.get("rnn_step_us", RNN_STEP_US)])
+    host = (host + np.where(terms.compute_class == COMPUTE.index("conv"), f["conv_call_us"], 0.0)) * 1e-6
     efficiency = np.array([1.0, f["gemm_efficiency"], f["conv_efficiency"], f["attention_efficiency"]])[terms.compute_class]
     efficiency = efficiency * np.prod(np.where(terms.conv > 0, [f[c] for c in CONV_FACTORS], 1.0), axis=1)
     bandwidth = terms.bandwidth * np.array([f[f"bw_{m}"] for m in MEMORY])[terms.memory_class] * 1e9

@@ -111,6 +111,8 @@ class RooflinePrior:
         else:
             compute = f.flops / (dev.vector_tflops * 1e12)
         host = dev.view_us * 1e-6 if self.kernels and f.kind != "kernel" else 0.0  # PyTorch dispatch
+        if f.kind == "conv":  # a library convolution's own host work, as the program's calls pay it (as_written)
+            host += dev.figure("conv_call_us") * 1e-6
         return dev.launch_us * 1e-6 + max(compute, memory) + host
 
     def _gemm_kernel_seconds(self, f: NodeFeatures, memory: float) -> float:

@@ -1,4 +1,4 @@
-# EqiForge plan of gemm_bias_gelu: 6 nodes, predicted 15.6 us (roofline prior (H100; published-time fit: held-out level 3 0.93x, 76% within 1.5x))
+# EqiForge plan of gemm_bias_gelu: 6 nodes, predicted 15.5 us (roofline prior (H100; published-time fit: held-out level 3 1.04x, 78% within 1.5x))
 # rule sets: attention, broadcast, composite, concat, conv, distributive, matmul, reduction, reshape, scalar, softmax, transpose
 def plan(x, w, b):
     t3 = b.reshape((1, 32))

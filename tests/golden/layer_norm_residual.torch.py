@@ -1,4 +1,4 @@
-# EqiForge plan of layer_norm_residual: 10 nodes, predicted 24.3 us (roofline prior (H100; published-time fit: held-out level 3 0.93x, 76% within 1.5x))
+# EqiForge plan of layer_norm_residual: 10 nodes, predicted 24.3 us (roofline prior (H100; published-time fit: held-out level 3 1.04x, 78% within 1.5x))
 # rule sets: attention, broadcast, composite, concat, conv, distributive, matmul, reduction, reshape, scalar, softmax, transpose
 def plan(x, r, weight, bias):
     t2 = torch.add(x, r)

@@ -1,4 +1,4 @@
-"""EqiForge plan of layer_norm_residual: 7 nodes, predicted 10.5 us (roofline prior (H100; published-time fit: held-out level 3 0.93x, 76% within 1.5x)).
+"""EqiForge plan of layer_norm_residual: 7 nodes, predicted 11.0 us (roofline prior (H100; published-time fit: held-out level 3 1.04x, 78% within 1.5x)).
 rule sets: attention, broadcast, composite, concat, conv, distributive, fusion, layout, matmul, reduction, reshape, scalar, softmax, tiling, transpose
 1 Triton kernel.
 
@@ -13,7 +13,7 @@ import triton.language as tl
 # row_layer_norm0
 # row layer_norm of add(in0, in1), epilogue mul(add(mul(acc, in2), in3), 2) -> (4, 16)
 # rule sets (inferred from its form): fusion, composite
-# predicted: 6.94 us
+# predicted: 6.70 us
 #
 # row reduction layer_norm over the last dim of x[4, 16] float32 -> out[4, 16] float32: 4 rows of 16
 # prologue: add(in0, in1); epilogue: mul(add(mul(acc, in2), in3), 2); , eps=1e-05

@@ -1,4 +1,4 @@
-# EqiForge plan of softmax_of_scaled_scores: 7 nodes, predicted 22.6 us (roofline prior (H100; published-time fit: held-out level 3 0.93x, 76% within 1.5x))
+# EqiForge plan of softmax_of_scaled_scores: 7 nodes, predicted 22.2 us (roofline prior (H100; published-time fit: held-out level 3 1.04x, 78% within 1.5x))
 # rule sets: attention, broadcast, composite, concat, conv, distributive, matmul, reduction, reshape, scalar, softmax, transpose
 def plan(q, k):
     t2 = q * 0.125

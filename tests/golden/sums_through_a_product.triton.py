@@ -1,4 +1,4 @@
-"""EqiForge plan of sums_through_a_product: 5 nodes, predicted 15.7 us (roofline prior (H100; published-time fit: held-out level 3 0.93x, 76% within 1.5x)).
+"""EqiForge plan of sums_through_a_product: 5 nodes, predicted 15.6 us (roofline prior (H100; published-time fit: held-out level 3 1.04x, 78% within 1.5x)).
 rule sets: attention, broadcast, composite, concat, conv, distributive, fusion, layout, matmul, reduction, reshape, scalar, softmax, tiling, transpose
 2 Triton kernels.
 
@@ -13,7 +13,7 @@ import triton.language as tl
 # row_sum0
 # row sum of x, epilogue acc -> (16, 1)
 # rule sets (inferred from its form): fusion
-# predicted: 6.96 us
+# predicted: 6.73 us
 #
 # row reduction sum over the last dim of x[16, 32] float32 -> out[16, 1] float32: 16 rows of 32
 # prologue: x; epilogue: acc
@@ -86,7 +86,7 @@ def row_sum0(out, x):
 # gemm1
 # GEMM (8, 16) x (16, 1) -> (8, 1), epilogue acc
 # rule sets (inferred from its form): fusion, tiling
-# predicted: 6.92 us
+# predicted: 6.69 us
 #
 # GEMM out[8, 1] float32 = epilogue(A @ B): batch 1, M=8, N=1, K=16
 # A: [8, 16] float32; B: [16, 1] float32
