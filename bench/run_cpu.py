@@ -3,6 +3,7 @@
     python bench/run_cpu.py                      # the algebra suite -> bench/results/cpu.json and cpu.md
     python bench/run_cpu.py --suite kernelbench  # the KernelBench-style suite -> cpu_kernelbench.json/.md
     python bench/run_cpu.py --suite twins        # algebra programs and their hand twins -> cpu_twins.json/.md
+    python bench/run_cpu.py --suite families     # algebra families, several spellings -> cpu_families.json/.md
     python bench/run_cpu.py --suite all          # every suite, each to its own files
     python bench/run_cpu.py --quick              # CI smoke: few repeats
     python bench/run_cpu.py --programs matmul_chain,low_rank --repeats 300 --out /tmp/bench
@@ -29,6 +30,7 @@ from pathlib import Path
 import torch
 
 import eqiforge
+import families
 import kernelbench_style
 import twins
 from measure import BUSY_CORES, TOLERANCE, OtherLoad, fresh_inputs, rel_error, steady_allocator, time_round_robin
@@ -40,6 +42,7 @@ SUITES: dict[str, tuple[dict[str, Program], str]] = {
     "algebra": (PROGRAMS, "cpu"),
     "kernelbench": (kernelbench_style.SUITE, "cpu_kernelbench"),
     "twins": (twins.SUITE, "cpu_twins"),
+    "families": (families.SUITE, "cpu_families"),
 }
 
 # eqiforge_plan is a diagnostic: the lowered plan called without the drop-in wrapper (its per-call checks)
@@ -179,8 +182,9 @@ def parse_args(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--suite", choices=[*SUITES, "all"], default="algebra",
                     help="algebra: programs.py (-> cpu.json/.md); kernelbench: kernelbench_style.py "
-                         "(-> cpu_kernelbench.json/.md); twins: twins.py (-> cpu_twins.json/.md); all: every suite, "
-                         "each to its own files (default algebra)")
+                         "(-> cpu_kernelbench.json/.md); twins: twins.py (-> cpu_twins.json/.md); families: "
+                         "families.py (-> cpu_families.json/.md); all: every suite, each to its own files "
+                         "(default algebra)")
     ap.add_argument("--repeats", type=int, default=None, help="timed calls per variant (default 100, quick 5)")
     ap.add_argument("--programs", default=None, help="comma-separated subset of the suite's programs")
     ap.add_argument("--quick", action="store_true", help="few repeats and no retries, for a CI smoke run")

@@ -12,6 +12,7 @@ BENCH = Path(__file__).resolve().parent.parent / "bench"
 sys.path.insert(0, str(BENCH))
 
 import check_programs  # noqa: E402
+import families  # noqa: E402
 import kernelbench_style  # noqa: E402
 import measure  # noqa: E402
 import programs  # noqa: E402
@@ -67,6 +68,45 @@ def test_twins_match_their_programs_and_optimize_correctly(name):
         assert measure.rel_error(opt.runner.forward(*example), want) <= measure.TOLERANCE
 
 
+# torch.eye traces to an arange of dtype uint8/uint16, which EqiForge's IR rejects (issue 42's first finding):
+# these spellings fail in optimize() until it reads that arange; strict, so a fix shows up as XPASS -> FAIL
+FAMILIES_EYE_GAP = {"eye_row_scaling", "eye_col_scaling", "kron_identity_left", "kron_identity_right",
+                    "where_eye_matmul", "eye_mask_multiply_matmul", "masked_fill_off_diagonal_matmul",
+                    "eye_mask_row_sums", "where_eye_total"}
+
+
+@pytest.mark.parametrize("name", [
+    pytest.param(name, marks=pytest.mark.xfail(raises=eqiforge.EqiforgeError, strict=True,
+                                               reason="torch.eye traces to an unsigned arange the IR rejects"))
+    if name in FAMILIES_EYE_GAP else name for name in families.SMALL])
+def test_families_match_their_programs_and_optimize_correctly(name):
+    """Each spelling's twin computes what its program computes (at both sizes, on fresh inputs), and the
+    program, shrunk, optimizes to a module and a plan that match eager."""
+    for suite in (families.SMALL, families.SUITE):
+        program, example = suite[name].make()
+        hand = suite[name].hand(program)
+        with torch.no_grad():
+            for x in [example, *measure.fresh_inputs(example, 2)]:
+                assert measure.rel_error(hand(*x), program(*x)) <= measure.TOLERANCE
+    program, example = families.SMALL[name].make()
+    opt = eqiforge.optimize(program, example, backend="torch")
+    with torch.no_grad():
+        want = program(*example)
+        assert measure.rel_error(opt(*example), want) <= measure.TOLERANCE
+        assert measure.rel_error(opt.runner.forward(*example), want) <= measure.TOLERANCE
+
+
+def test_families_suite_is_whole():
+    """At least 24 families, each program claiming an algebraic win, documented, a twin that is not the
+    program, the same names at both sizes and none shared with the other suites."""
+    assert len(families.FAMILIES) >= 24 and list(families.SUITE) == list(families.SMALL)
+    assert len(families.SUITE) == len(families.TWINS)  # no two spellings share a name
+    assert not set(families.SUITE) & (set(programs.PROGRAMS) | set(kernelbench_style.SUITE) | set(twins.SUITE))
+    for name, p in families.SMALL.items():
+        program, _ = p.make()
+        assert p.algebraic_win and p.doc and p.hand(program) is not program, name
+
+
 def test_twins_suite_is_whole():
     """At least 20 programs, each claiming an algebraic win, documented, a twin that is not the program,
     the same names at both sizes and none shared with the other suites."""
@@ -106,9 +146,10 @@ def test_suite_option_selects_programs_and_files():
     args = run_cpu.parse_args(["--suite", "kernelbench"])
     assert args.suites == ["kernelbench"] and args.programs == list(kernelbench_style.SUITE)
     args = run_cpu.parse_args(["--suite", "all", "--programs", "softmax,low_rank"])
-    assert args.suites == ["algebra", "kernelbench", "twins"] and args.programs == ["softmax", "low_rank"]
+    assert args.suites == ["algebra", "kernelbench", "twins", "families"]
+    assert args.programs == ["softmax", "low_rank"]
     assert run_cpu.SUITES["kernelbench"][1] == "cpu_kernelbench" and run_cpu.SUITES["algebra"][1] == "cpu"
-    assert run_cpu.SUITES["twins"][1] == "cpu_twins"
+    assert run_cpu.SUITES["twins"][1] == "cpu_twins" and run_cpu.SUITES["families"][1] == "cpu_families"
     with pytest.raises(SystemExit):
         run_cpu.parse_args(["--suite", "algebra", "--programs", "softmax"])
 
