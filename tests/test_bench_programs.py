@@ -54,13 +54,23 @@ def test_kernelbench_style_programs_optimize_correctly(name):
 def test_twins_match_their_programs_and_optimize_correctly(name):
     """Each twin computes what its program computes (at both sizes, on fresh inputs), and the program,
     shrunk, optimizes to a module and a plan that match eager."""
-    for suite in (twins.SMALL, twins.SUITE):
+    assert_twin_computes_the_program(twins, name)
+    assert_optimizes_correctly(twins.SMALL[name])
+
+
+def assert_twin_computes_the_program(suite_module, name: str) -> None:
+    """The twin of program ``name`` computes what the program computes, at both sizes, on fresh inputs."""
+    for suite in (suite_module.SMALL, suite_module.SUITE):
         program, example = suite[name].make()
         hand = suite[name].hand(program)
         with torch.no_grad():
             for x in [example, *measure.fresh_inputs(example, 2)]:
                 assert measure.rel_error(hand(*x), program(*x)) <= measure.TOLERANCE
-    program, example = twins.SMALL[name].make()
+
+
+def assert_optimizes_correctly(small) -> None:
+    """The (small) program optimizes to a module and a plan that match eager."""
+    program, example = small.make()
     opt = eqiforge.optimize(program, example, backend="torch")
     with torch.no_grad():
         want = program(*example)
@@ -78,12 +88,7 @@ FAMILIES_EYE_GAP = {"eye_row_scaling", "eye_col_scaling", "kron_identity_left", 
 @pytest.mark.parametrize("name", list(families.SMALL))
 def test_families_twins_compute_what_their_programs_compute(name):
     """Each spelling's twin computes what its program computes, at both sizes, on fresh inputs."""
-    for suite in (families.SMALL, families.SUITE):
-        program, example = suite[name].make()
-        hand = suite[name].hand(program)
-        with torch.no_grad():
-            for x in [example, *measure.fresh_inputs(example, 2)]:
-                assert measure.rel_error(hand(*x), program(*x)) <= measure.TOLERANCE
+    assert_twin_computes_the_program(families, name)
 
 
 @pytest.mark.slow  # an optimization per spelling, 67 of them: about a minute of CPU
@@ -93,12 +98,7 @@ def test_families_twins_compute_what_their_programs_compute(name):
     if name in FAMILIES_EYE_GAP else name for name in families.SMALL])
 def test_families_optimize_correctly(name):
     """Each spelling, shrunk, optimizes to a module and a plan that match eager."""
-    program, example = families.SMALL[name].make()
-    opt = eqiforge.optimize(program, example, backend="torch")
-    with torch.no_grad():
-        want = program(*example)
-        assert measure.rel_error(opt(*example), want) <= measure.TOLERANCE
-        assert measure.rel_error(opt.runner.forward(*example), want) <= measure.TOLERANCE
+    assert_optimizes_correctly(families.SMALL[name])
 
 
 def test_families_suite_is_whole():
