@@ -8,6 +8,7 @@ import torch.nn.functional as F
 
 import eqiforge
 from eqiforge import api, examples
+from eqiforge.cost import get_device
 from eqiforge.report import StageTimer
 from test_end_to_end import assert_close, fresh_like
 
@@ -214,16 +215,19 @@ def test_few_long_rows_reduce_in_two_stages(dtype):
     each row as 64 parts (float32 partial sums, the product fused as the prologue), then sums the parts.
     Many rows keep one stage."""
     torch.manual_seed(0)
+    # priced on the datasheet: on the figures fitted to published times a view costs 2 us of host time, and the
+    # four views of the two-stage plan outweigh its gain here (the product is then materialised and summed)
+    h200 = get_device("H200", datasheet=True)
     fn = lambda a, b: (a * b).sum(-1)  # noqa: E731
     a, b = torch.randn(2, 1 << 19).to(dtype), torch.randn(2, 1 << 19).to(dtype)
-    opt = eqiforge.optimize(fn, (a, b), backend="triton", device="H200")
+    opt = eqiforge.optimize(fn, (a, b), backend="triton", device=h200)
     stages = [n for n in kernels(opt) if n.op == "RowReduceK"]
     assert [(n.shape, n.dtype) for n in stages] == [((2, 64, 1), "float32"), ((2, 1), str(dtype).split(".")[1])]
     with torch.no_grad():
         got, want = opt(a, b), fn(a.float(), b.float())
     tolerance = 1e-5 if dtype == torch.float32 else 2e-3
     assert got.dtype == dtype and (got.float() - want).abs().max() <= tolerance * want.abs().max()
-    many = eqiforge.optimize(fn, (torch.randn(4096, 8192), torch.randn(4096, 8192)), backend="triton", device="H200",
+    many = eqiforge.optimize(fn, (torch.randn(4096, 8192), torch.randn(4096, 8192)), backend="triton", device=h200,
                             validate=False)  # the plan's form is the point; 4096 programs would take minutes here
     assert [n.shape for n in kernels(many) if n.op == "RowReduceK"] == [(4096, 1)]
 
