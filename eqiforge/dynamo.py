@@ -286,7 +286,7 @@ def _optimize(gm, examples: list, opts: api.Options, weights: dict | None = None
         # real tensors throughout (constant evaluation, folding, the plan check), also under Dynamo's fake mode
         with unset_fake_temporarily():
             with timer("capture"):
-                graph = frontend.mark_causal_masks(frontend.fx_to_ir(gm, names, params))
+                graph = frontend.mark_structured_masks(frontend.fx_to_ir(gm, names, params))
             optimized = api.optimize_graph(graph, names, None, opts, timer, examples=examples, title=title)
     except EqiforgeError as err:
         return None, f"EqiForge cannot optimize this graph: {err}"
@@ -568,7 +568,7 @@ def _symbolic_plan(gm, examples: list, opts: api.Options, weights: dict) -> tupl
     def convert(env, lifter):
         graph = frontend.fx_to_ir(gm, names, params, sizes=env)
         graph.symbolic = lifter
-        return frontend.mark_causal_masks(graph)
+        return frontend.mark_structured_masks(graph)
     program = SymbolicProgram(sizes, choose_hints(sizes.symbols, sizes.expressions, sizes.static, sizes.observed),
                               convert)
     options = dataclasses.replace(opts, backend="torch")

@@ -171,6 +171,13 @@ def _concat(ins, attrs) -> Shape:
     return a[:dim] + (a[dim] + b[dim],) + a[dim + 1:]
 
 
+def _diagonal(ins, _attrs) -> Shape:
+    (s,) = ins
+    if len(s) < 2:
+        raise ShapeError(f"Diagonal takes a tensor of rank >= 2, got {s}")
+    return s[:-2] + (min(s[-2:]), 1)
+
+
 def _matmul(ins, _attrs) -> Shape:
     a, b = ins
     if len(a) != len(b) or len(a) < 2 or a[:-2] != b[:-2] or a[-1] != b[-2]:
@@ -250,6 +257,10 @@ def expand(x, shape):
 
 def slice_dim(x, dim, start, end):
     return x.narrow(dim, start, end - start)
+
+
+def diagonal(x):
+    return torch.diagonal(x, 0, -2, -1).unsqueeze(-1)
 
 
 def concat(a, b, dim):
@@ -482,6 +493,9 @@ OPS: dict[str, OpDef] = {o.name: o for o in [
     _op("Expand", ("movement", 1), expand, {"view"}, {"shape": "dims"}, _expand),
     _op("Slice", ("movement", 1), slice_dim, {"view"}, {"dim": "i64", "start": "i64", "end": "i64"}, _slice),
     _op("Concat", ("movement", 2), concat, frozenset(), {"dim": "i64"}, _concat),
+    # the main diagonal of the last two dims as a column (keeps the rank): [..., n, m] -> [..., min(n, m), 1]
+    _op("Diagonal", ("movement", 1), diagonal, {"view"}, shape=_diagonal,
+        torch_src="torch.diagonal({0}, 0, -2, -1).unsqueeze(-1)"),
     # contraction and reductions
     _op("MatMul", ("matmul", 2), torch.matmul, frozenset(), shape=_matmul, torch_src="torch.matmul({0}, {1})"),
     _op("Sum", ("reduce", 1), sum_keepdim, {"reduction"}, {"dims": "dims"}, _reduce),

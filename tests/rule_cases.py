@@ -11,7 +11,7 @@ import torch
 
 from eqiforge import ops
 from eqiforge.egraph import rulesets
-from eqiforge.frontend.masks import mark_causal_masks
+from eqiforge.frontend.masks import mark_structured_masks
 from eqiforge.ir import Graph
 
 F32 = "float32"
@@ -774,7 +774,7 @@ def _causal_attention(rng):
     masked = b.op("Where", b.op("Expand", b.g.param("mask", above), attrs=[(2, sq, sk)]),
                   b.g.fill(float("-inf"), (2, sq, sk), F32), s)
     outs = [b.op("MatMul", _softmax_last(b, x), v) for x in (biased, masked)]
-    return mark_causal_masks(b.out(*outs)), ["composite", "attention"]
+    return mark_structured_masks(b.out(*outs)), ["composite", "attention"]
 
 
 @case("attention-grouped-query")
@@ -852,3 +852,38 @@ def _parallel_convs(rng):
     kernel, padding = rng.choice([(1, 0), (3, 1)])
     window = dict(stride=(rng.choice([1, 2]),) * 2, padding=(padding, padding))
     return b.out(*(_conv(b, x, b.dim(1, 4), kernel, tag=str(k), **window) for k in range(2))), ["conv"]
+
+
+# -------------------------------------------------------------------------------------------- structure
+@case("mask-multiply-as-where-right", "mask-multiply-as-where-left", "where-of-not", "diag-mask-of-expand",
+      "masked-diagonal-product-left", "masked-diagonal-product-right", "masked-diagonal-row-sums",
+      "masked-diagonal-column-sums", "masked-diagonal-total", "diagonal-of-column-broadcast",
+      "diagonal-of-row-broadcast")
+def _diagonal_masks(rng):
+    """Matrices masked to their diagonal by a constant identity mask (bool, as a 0/1 float, negated, and
+    broadcast over a batch), as the frontend marks it, then multiplied from either side and summed."""
+    b = B(rng)
+    n, k = b.dim(), b.dim()
+    eye = b.g.param("eye", torch.eye(n, dtype=torch.bool))
+    x, y, z = b.x("x", n, n), b.x("y", n, k), b.x("z", k, n)
+    zero = b.g.fill(0.0, (n, n), F32)
+    diag = b.op("Where", eye, x, zero)
+    as_float = b.op("Where", eye, b.g.fill(1.0, (n, n), F32), zero)
+    u = b.op("Expand", b.x("u", n, 1), attrs=[(n, n)])
+    outs = [b.op("MatMul", diag, y), b.op("MatMul", z, diag), b.op("Sum", diag, attrs=[(1,)]),
+            b.op("Sum", diag, attrs=[(0,)]), b.op("Sum", diag, attrs=[(0, 1)]),
+            b.op("MatMul", b.op("Mul", x, as_float), y), b.op("MatMul", b.op("Mul", as_float, u), y),
+            b.op("MatMul", b.op("Where", b.op("Not", eye), zero, x), y)]
+    batched = b.op("Expand", b.g.param("eye3", torch.eye(n, dtype=torch.bool)[None]), attrs=[(2, n, n)])
+    row = b.op("Expand", b.x("v", 2, 1, n), attrs=[(2, n, n)])
+    outs.append(b.op("MatMul", b.op("Where", batched, row, b.g.fill(0.0, (2, n, n), F32)), b.x("w", 2, n, k)))
+    return mark_structured_masks(b.out(*outs)), ["structure"]
+
+
+@case("diagonal-of-matmul-2d", "diagonal-of-matmul-3d")
+def _diagonal_of_products(rng):
+    b = B(rng)
+    n, k = b.dim(), b.dim()
+    outs = [b.op("Diagonal", b.op("MatMul", b.x("a", n, k), b.x("c", k, n))),
+            b.op("Diagonal", b.op("MatMul", b.x("a3", 2, n, k), b.x("c3", 2, k, n)))]
+    return b.out(*outs), ["structure"]

@@ -255,18 +255,18 @@ def _masked_graph(value, sq, sk):
 
 @pytest.mark.parametrize("sq,sk", [(5, 5), (3, 7), (7, 3), (1, 4)])
 def test_constant_masks_are_marked_by_value(sq, sk):
-    from eqiforge.frontend.masks import mark_causal_masks
+    from eqiforge.frontend.masks import mark_structured_masks
     above = torch.ones(1, sq, sk, dtype=torch.bool).triu(sk - sq + 1)  # the kernel's bottom-right diagonal
     bias = torch.zeros(1, sq, sk).masked_fill(above, float("-inf"))
     for value, fact in ((bias, "causal-bias"), (above, "causal-mask")):
         g, c = _masked_graph(value, sq, sk)
-        assert mark_causal_masks(g).facts == {c: (fact,)}
+        assert mark_structured_masks(g).facts == {c: (fact,)}
     others = [torch.ones(1, sq, sk, dtype=torch.bool).triu(1),  # top-left aligned (SDPA's is_causal)
               torch.zeros(1, sq, sk).masked_fill(above, torch.finfo(torch.float32).min),  # a finite "-inf"
               torch.cat([above, ~above]), bias + 1.0]  # a mask per batch; not 0 where seen
     for value in others:
         if not (torch.equal(value, above) or torch.equal(value, bias)):  # the same pattern where sq is 1 or sk
-            assert mark_causal_masks(_masked_graph(value, sq, sk)[0]).facts == {}
+            assert mark_structured_masks(_masked_graph(value, sq, sk)[0]).facts == {}
 
 
 def test_constants_that_are_not_applied_as_masks_are_not_evaluated(monkeypatch):
@@ -278,7 +278,7 @@ def test_constants_that_are_not_applied_as_masks_are_not_evaluated(monkeypatch):
     scaled = g.add("Mul", (w, g.fill(0.5, (S, S), "float32")))
     g.outputs = [g.add("MatMul", (g.input("x", (4, S), "float32"), scaled))]
     monkeypatch.setattr(masks, "run_node", lambda *a: pytest.fail("evaluated a constant that is no mask"))
-    assert masks.mark_causal_masks(g).facts == {}
+    assert masks.mark_structured_masks(g).facts == {}
 
 
 @pytest.mark.parametrize("backend", ["torch", "triton"])

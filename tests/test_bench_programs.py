@@ -78,13 +78,6 @@ def assert_optimizes_correctly(small) -> None:
         assert measure.rel_error(opt.runner.forward(*example), want) <= measure.TOLERANCE
 
 
-# torch.eye traces to an arange of dtype uint8/uint16, which EqiForge's IR rejects (issue 42's first finding):
-# these spellings fail in optimize() until it reads that arange; strict, so a fix shows up as XPASS -> FAIL
-FAMILIES_EYE_GAP = {"eye_row_scaling", "eye_col_scaling", "kron_identity_left", "kron_identity_right",
-                    "where_eye_matmul", "eye_mask_multiply_matmul", "masked_fill_off_diagonal_matmul",
-                    "eye_mask_row_sums", "where_eye_total"}
-
-
 @pytest.mark.parametrize("name", list(families.SMALL))
 def test_families_twins_compute_what_their_programs_compute(name):
     """Each spelling's twin computes what its program computes, at both sizes, on fresh inputs."""
@@ -92,10 +85,7 @@ def test_families_twins_compute_what_their_programs_compute(name):
 
 
 @pytest.mark.slow  # an optimization per spelling, 67 of them: about a minute of CPU
-@pytest.mark.parametrize("name", [
-    pytest.param(name, marks=pytest.mark.xfail(raises=eqiforge.EqiforgeError, strict=True,
-                                               reason="torch.eye traces to an unsigned arange the IR rejects"))
-    if name in FAMILIES_EYE_GAP else name for name in families.SMALL])
+@pytest.mark.parametrize("name", list(families.SMALL))
 def test_families_optimize_correctly(name):
     """Each spelling, shrunk, optimizes to a module and a plan that match eager."""
     assert_optimizes_correctly(families.SMALL[name])

@@ -251,6 +251,34 @@ def test_unknown_ops_become_externs():
         assert_close(cap.unflatten(ir.evaluate(cap.graph, cap.feeds(x, idx))), f(x, idx))
 
 
+@pytest.mark.parametrize("program,shape", [
+    (lambda x: x.diagonal(), (5, 5)), (lambda x: x.diagonal(2), (4, 6)), (lambda x: x.diagonal(-1), (6, 4)),
+    (lambda x: torch.diagonal(x, 1, 2, 0), (3, 4, 5)), (torch.trace, (5, 5)), (torch.diag, (4, 6)),
+    (lambda x: torch.eye(5) * x, (5, 5)), (lambda x: torch.eye(4, 6, dtype=torch.float64) + x, (4, 6)),
+    (lambda x: torch.where(torch.eye(5, dtype=torch.bool), x, 0.0), (5, 5))],
+    ids=["diagonal", "offset", "negative-offset", "dims-of-3d", "trace", "diag-of-matrix", "eye", "eye-n-m",
+         "eye-bool"])
+def test_diagonals_and_identities_are_ir_ops(program, shape):
+    """diagonal/trace/diag read a Diagonal node and eye is built from index vectors (its decomposition's
+    unsigned arange is no IR dtype): none of them is a PyTorch call the algebra cannot see into."""
+    cap = check(program, torch.randn(shape))
+    assert "Extern" not in cap.graph.op_counts()
+
+
+def test_identity_masks_are_marked_by_value():
+    """eye(n) (bool, a 0/1 float, negated) applied with where/masked_fill is a diagonal mask; a shifted
+    identity is not."""
+    from eqiforge.frontend.masks import DIAG_MASK
+
+    def facts(program):
+        graph = capture(program, (torch.randn(6, 6),)).graph
+        return sorted(f for i, fs in graph.facts.items() for f in fs if i in graph.live_nodes())
+    assert facts(lambda x: torch.where(torch.eye(6, dtype=torch.bool), x, 0.0)) == [DIAG_MASK]
+    assert facts(lambda x: x * torch.eye(6)) == [DIAG_MASK]
+    assert facts(lambda x: x.masked_fill(~torch.eye(6, dtype=torch.bool), 0.0)) == [DIAG_MASK]
+    assert facts(lambda x: x.masked_fill(torch.ones(6, 6, dtype=torch.bool).triu(1).tril(1), 0.0)) == []
+
+
 @pytest.mark.parametrize("index", [(Ellipsis, slice(None, None, 2)), (Ellipsis, slice(1, None, 2)),
                                    (slice(None), slice(2, 7, 3)), (slice(1, None, 2),)],
                          ids=["even", "odd", "start-end-step3", "dim0"])

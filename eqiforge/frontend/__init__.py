@@ -5,10 +5,10 @@
   ``meta['val']``.
 - ``aten``: the table of ATen overloads and the builders that map them onto IR ops; anything else becomes
   an ``Extern`` that runs in PyTorch.
-- ``masks``: constant causal attention masks, recognised by their value and stated as facts of the graph.
+- ``masks``: constant structured masks (causal, diagonal), recognised by their value and stated as facts of the graph.
 """
 from .capture import Captured, capture, capture_symbolic, decomposition_table
 from .fx_to_ir import fx_to_ir
-from .masks import mark_causal_masks
+from .masks import mark_structured_masks
 
-__all__ = ["Captured", "capture", "capture_symbolic", "decomposition_table", "fx_to_ir", "mark_causal_masks"]
+__all__ = ["Captured", "capture", "capture_symbolic", "decomposition_table", "fx_to_ir", "mark_structured_masks"]

@@ -579,9 +579,38 @@ def select(b: Builder, a: Args, out: Meta) -> Ref:
     return b.reshape(b.slice(x, dim, index, index + 1), out.shape)
 
 
+def diagonal(b: Builder, a: Args, out: Meta) -> Ref:
+    """``diagonal(x, offset, dim1, dim2)``: the two dims moved last (the others keep their order), an offset
+    as a Slice, then one Diagonal (a column) reshaped to ATen's result (the diagonal as the last dim)."""
+    x, offset = a["self"], a["offset"]
+    rank = len(x.shape)
+    d1, d2 = norm_dim(a["dim1"], rank), norm_dim(a["dim2"], rank)
+    if d1 == d2:
+        raise Unsupported("diagonal of one dim with itself")
+    x = b.permute(x, [d for d in range(rank) if d not in (d1, d2)] + [d1, d2])
+    if offset > 0:
+        x = b.slice(x, rank - 1, min(offset, x.shape[-1] - 1), x.shape[-1])
+    elif offset < 0:
+        x = b.slice(x, rank - 2, min(-offset, x.shape[-2] - 1), x.shape[-2])
+    return b.reshape(b.op("Diagonal", x), out.shape)
+
+
 def constant(value):
     """``ones``/``zeros`` and their ``_like``/``new_`` forms: a Fill of the result shape."""
     return lambda b, a, out: b.fill(value, out.shape, out.dtype)
+
+
+def eye(b: Builder, a: Args, out: Meta) -> Ref:
+    """``eye(n, m)`` = Where(row index == column index, 1, 0), from constant index vectors, as ``diag``
+    decomposes: the identity is then a constant mask the structure facts (masks.py) recognise, not a
+    dense n x m tensor, and the IR never sees the unsigned ``arange`` ATen's decomposition would use."""
+    n, m = out.shape
+    rows = b.ref(b.graph.param(f"index_{n}", torch.arange(n)))
+    cols = b.ref(b.graph.param(f"index_{m}", torch.arange(m)))
+    same = b.op("Eq", b.broadcast(b.reshape(rows, (n, 1)), (n, m)), b.broadcast(cols, (n, m)))
+    if out.dtype == "bool":
+        return same
+    return b.op("Where", same, b.fill(1, out.shape, out.dtype), b.fill(0, out.shape, out.dtype))
 
 
 def fill_from(arg: str):
@@ -650,18 +679,18 @@ TABLE: dict[Any, BuildFn] = {
     aten.permute: permute, aten.transpose.int: transpose, aten.t: transpose,
     aten.cat: cat,
     aten.split.Tensor: split, aten.split_with_sizes: split, aten.chunk: split, aten.unbind.int: split,
-    aten.slice.Tensor: slice_, aten.select.int: select,
+    aten.slice.Tensor: slice_, aten.select.int: select, aten.diagonal.default: diagonal,
     # constants
     aten.ones.default: constant(1), aten.ones_like: constant(1), aten.new_ones: constant(1),
     aten.zeros.default: constant(0), aten.zeros_like: constant(0), aten.new_zeros: constant(0),
     aten.full.default: fill_from("fill_value"), aten.full_like: fill_from("fill_value"),
     aten.new_full: fill_from("fill_value"), aten.scalar_tensor: fill_from("s"),
-    aten.fill.Scalar: fill_from("value"),
+    aten.fill.Scalar: fill_from("value"), aten.eye.default: eye, aten.eye.m: eye,
 }
 
 #: composites the generic core-ATen decompositions would break up although the IR has them whole: mv, dot
 #: and the op table's elementwise ops named by packet (silu, ...; popping one they lack is a no-op)
-KEEP_WHOLE = (aten.mv.default, aten.dot.default,
+KEEP_WHOLE = (aten.mv.default, aten.dot.default, aten.eye.default, aten.eye.m,
               *(t.default for t in ELEMENTWISE if isinstance(t, torch._ops.OpOverloadPacket)))
 
 

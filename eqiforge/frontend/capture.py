@@ -51,7 +51,7 @@ from .calls import CallSpec, flat_call
 from .constants import fold_constant_externs
 from .dynamo_capture import one_graph
 from .fx_to_ir import fx_to_ir
-from .masks import mark_causal_masks
+from .masks import mark_structured_masks
 from .symbolic import SizeEnv, SymbolicProgram, symbolic_sizes
 
 STATE_PREFIX = {InputKind.PARAMETER: "p", InputKind.BUFFER: "b", InputKind.CONSTANT_TENSOR: "c"}
@@ -189,7 +189,7 @@ def _to_ir(traced: _Traced, fold_params: bool, name: str, sizes: SizeEnv | None 
         raise EqiforgeError(f"capturing {name}: converting the graph {traced.path} traced to the IR failed: "
                             f"{type(err).__name__}: {err}") from err
     graph.symbolic = lifter
-    return mark_causal_masks(fold_constant_externs(graph)), param_inputs
+    return mark_structured_masks(fold_constant_externs(graph)), param_inputs
 
 
 def _as_module(fn_or_module) -> torch.nn.Module:

@@ -1,4 +1,4 @@
-"""Recognise constant causal attention masks by their value, so the e-graph can use them.
+"""Recognise constant structured masks (causal, diagonal) by their value, so the e-graph can use them.
 
 A causal mask is built from constants (``torch.ones(...).triu(1)``, ``arange`` comparisons, a registered
 buffer sliced to the sequence length, SDPA's ``is_causal``), and a fused attention kernel can skip the tiles
@@ -11,6 +11,9 @@ The pattern (the attention kernel's, see eqiforge/lower/kernels.py): on the last
 is masked for query i when j > i + (Sk - Sq) (the bottom-right diagonal), and the leading dims are 1 (the
 same for every batch). ``causal-bias``: a float tensor, 0 where seen and -inf where masked; ``causal-mask``:
 a bool tensor true where masked (``masked_fill``'s mask). Both relations are declared in rules/schema.egg.
+``diag-mask``: a bool tensor true exactly on the main diagonal of its square last two dims (``torch.eye``,
+``arange`` compared with itself, what ``diag``/``diag_embed`` decompose to); rules/structure.egg turns a
+product or a sum of an operand masked by it into work on that operand's diagonal.
 
 Cheap by construction: only nodes computed from Params and Fills through elementwise and data-movement ops
 (no products, reductions or externs), float or bool, of rank >= 2 with size-1 leading dims, and read by an
@@ -27,14 +30,16 @@ from ..ir import Graph, run_node
 
 CAUSAL_BIAS = "causal-bias"
 CAUSAL_MASK = "causal-mask"
+DIAG_MASK = "diag-mask"
 
 #: op kinds a mask is computed with (leaves other than Input, elementwise ops, casts, data movement)
 MASK_OP_KINDS = ("unary", "binary", "compare", "where", "cast", "movement")
 FLOATS = ("float16", "bfloat16", "float32", "float64")
 
 
-def mark_causal_masks(graph: Graph) -> Graph:
-    """Add to ``graph.facts`` the live nodes whose constant value is a causal bias or mask; returns it."""
+def mark_structured_masks(graph: Graph) -> Graph:
+    """Add to ``graph.facts`` the live nodes whose constant value is a causal bias or mask or a diagonal mask;
+    returns it."""
     live = graph.live_nodes()
     constant: set[int] = set()
     for i in live:  # topological: a node's operands are classified before it
@@ -47,23 +52,24 @@ def mark_causal_masks(graph: Graph) -> Graph:
         for i in live:
             n = graph.nodes[i]
             if i in constant and i in applied and _mask_shaped(n):
-                fact = _causal_fact(_value(graph, i, values), n)
+                fact = _structure_fact(_value(graph, i, values), n)
                 if fact and fact not in graph.facts.get(i, ()):
                     graph.facts[i] = graph.facts.get(i, ()) + (fact,)
     return graph
 
 
 def _applied_as_bias_or_mask(graph: Graph, live: list[int]) -> set[int]:
-    """Nodes read by an Add or a Where, directly or through data-movement ops (how a bias is added to the
-    scores, or a mask selects -inf): weights, read by products, are never evaluated here."""
+    """Nodes read by an Add or a Where, directly or through data-movement ops and logical negation (how a
+    bias is added to the scores, or a mask selects -inf or zero): weights, read by products, are never
+    evaluated here."""
     users: dict[int, list[int]] = {i: [] for i in live}
     for i in live:
         for j in set(graph.nodes[i].inputs):
             users[j].append(i)
     applied: set[int] = set()
     for i in reversed(live):  # users first
-        if any(graph.nodes[u].op in ("Add", "Where") or (u in applied and ops.get(graph.nodes[u].op).kind == "movement")
-               for u in users[i]):
+        if any(graph.nodes[u].op in ("Add", "Where") or (u in applied and (
+                graph.nodes[u].op == "Not" or ops.get(graph.nodes[u].op).kind == "movement")) for u in users[i]):
             applied.add(i)
     return applied
 
@@ -90,10 +96,12 @@ def _value(graph: Graph, i: int, values: dict[int, torch.Tensor]) -> torch.Tenso
     return values[i]
 
 
-def _causal_fact(value: torch.Tensor, node) -> str | None:
-    """CAUSAL_BIAS or CAUSAL_MASK when ``value`` is that pattern, else None."""
+def _structure_fact(value: torch.Tensor, node) -> str | None:
+    """CAUSAL_BIAS, CAUSAL_MASK or DIAG_MASK when ``value`` is that pattern, else None."""
     sq, sk = node.shape[-2:]
     v = value.reshape(sq, sk)
+    if node.dtype == "bool" and sq == sk > 1 and v[0, 0].item() and not v[0, -1].item():
+        return DIAG_MASK if torch.equal(v, torch.eye(sq, dtype=torch.bool, device=v.device)) else None
     masked, seen = (True, False) if node.dtype == "bool" else (float("-inf"), 0.0)
     if v[-1, -1].item() != seen or (sq > 1 and v[0, -1].item() != masked):  # most constants fail here
         return None
