@@ -265,6 +265,22 @@ def test_diagonals_and_identities_are_ir_ops(program, shape):
     assert "Extern" not in cap.graph.op_counts()
 
 
+@pytest.mark.parametrize("program,externs", [
+    (lambda x: x.max(dim=1).values, 0), (lambda x: torch.max(x, -1, keepdim=True)[0] * 2, 0),
+    (lambda x: x.min(0).values, 0), (lambda x: x.max(1), 2), (lambda x: x.norm(dim=-1), 0),
+    (lambda x: torch.linalg.vector_norm(x, 1, dim=0), 0), (lambda x: torch.linalg.vector_norm(x, float("inf")), 0),
+    (lambda x: torch.linalg.vector_norm(x, -float("inf"), dim=(0, 1)), 0),
+    (lambda x: torch.linalg.vector_norm(x, 3.0, dim=1, keepdim=True), 0),
+    (lambda x: torch.linalg.vector_norm(x, 2, dtype=torch.float64), 0), (lambda x: torch.linalg.vector_norm(x, 0), 1)],
+    ids=["max-values", "max-keepdim", "min-values", "max-with-indices", "norm-2", "norm-1", "norm-inf",
+         "norm-minus-inf", "norm-3", "norm-float64", "norm-0"])
+def test_max_values_and_vector_norms_are_reductions(program, externs):
+    """max/min over a dim whose indices are unread, and vector norms, are reductions the algebra sees; the
+    indices, and the 0-"norm" (a count), stay PyTorch calls."""
+    cap = check(program, torch.randn(5, 7))
+    assert cap.graph.op_counts().get("Extern", 0) == externs
+
+
 def test_identity_masks_are_marked_by_value():
     """eye(n) (bool, a 0/1 float, negated) applied with where/masked_fill is a diagonal mask; a shifted
     identity is not."""

@@ -316,6 +316,35 @@ def any_all(name: str):
     return build
 
 
+def values_of(name: str):
+    """``max.dim``/``min.dim`` whose indices no one reads: the values are an Amax/Amin (the indices stay a
+    PyTorch call: the builder gives no node for them, so a program reading them keeps the whole call)."""
+    def build(b: Builder, a: Args, out: tuple) -> tuple:
+        values = b.reduce(name, a["self"], a["dim"])
+        return b.reshape(values, out[0].shape), None
+    return build
+
+
+def vector_norm(b: Builder, a: Args, out: Meta) -> Ref:
+    """``linalg_vector_norm(x, ord, dim)``: sqrt of the sum of squares (ord 2), the sum of magnitudes (1), their
+    max or min (inf, -inf), or (sum |x|^p)^(1/p); other orders (0: a count) stay a PyTorch call."""
+    x, order = b.cast(a["self"], out.dtype), float(a["ord"])
+    dims = a["dim"]
+    if order == 2:
+        total = b.op("Sqrt", b.reduce("Sum", b.op("Mul", x, x), dims))
+    elif order == 1:
+        total = b.reduce("Sum", b.op("Abs", x), dims)
+    elif math.isinf(order):
+        total = b.reduce("Amax" if order > 0 else "Amin", b.op("Abs", x), dims)
+    elif order > 0:
+        powered = b.op("Pow", b.op("Abs", x), b.fill(order, x.shape, x.dtype))
+        summed = b.reduce("Sum", powered, dims)
+        total = b.op("Pow", summed, b.fill(1.0 / order, summed.shape, summed.dtype))
+    else:
+        raise Unsupported(f"vector norm of order {order}")
+    return b.reshape(total, out.shape)
+
+
 def mean(b: Builder, a: Args, out: Meta) -> Ref:
     return b.reshape(b.mean(b.cast(a["self"], out.dtype), a.get("dim")), out.shape)
 
@@ -655,6 +684,7 @@ TABLE: dict[Any, BuildFn] = {
     aten.max.default: reduction("Amax"), aten.min.default: reduction("Amin"),
     aten.any.dim: any_all("Amax"), aten.any.dims: any_all("Amax"), aten.any.default: any_all("Amax"),
     aten.all.dim: any_all("Amin"), aten.all.dims: any_all("Amin"), aten.all.default: any_all("Amin"),
+    aten.max.dim: values_of("Amax"), aten.min.dim: values_of("Amin"), aten.linalg_vector_norm: vector_norm,
     aten.mean.dim: mean, aten.mean.default: mean,
     aten.var.correction: var_mean, aten.var_mean.correction: var_mean,
     aten._softmax: softmax(log=False), aten.softmax.int: softmax(log=False),
