@@ -887,3 +887,52 @@ def _diagonal_of_products(rng):
     outs = [b.op("Diagonal", b.op("MatMul", b.x("a", n, k), b.x("c", k, n))),
             b.op("Diagonal", b.op("MatMul", b.x("a3", 2, n, k), b.x("c3", 2, k, n)))]
     return b.out(*outs), ["structure"]
+
+
+@case("sum-of-broadcast-product-2", "sum-of-broadcast-product-2-swapped", "sum-of-broadcast-product-1",
+      "sum-of-broadcast-product-1-swapped", "sum-of-broadcast-product-0", "sum-of-broadcast-product-0-swapped")
+def _broadcast_contractions(rng):
+    """a and b broadcast against each other into [M, N, K]-like boxes and multiplied (either order), summed
+    over the dim both keep."""
+    b = B(rng)
+    m, n, k = b.dim(), b.dim(), b.dim()
+
+    def summed(a_shape, b_shape, box, dim):
+        p = b.op("Expand", b.x(f"a{dim}", *a_shape), attrs=[box])
+        q = b.op("Expand", b.x(f"b{dim}", *b_shape), attrs=[box])
+        return [b.op("Sum", b.op("Mul", p, q), attrs=[(dim,)]), b.op("Sum", b.op("Mul", q, p), attrs=[(dim,)])]
+    outs = [*summed((m, 1, k), (1, n, k), (m, n, k), 2), *summed((m, k, 1), (1, k, n), (m, k, n), 1),
+            *summed((k, m, 1), (k, 1, n), (k, m, n), 0)]
+    return b.out(*outs), ["reduction"]
+
+
+@case("sum-of-outer-product", "sum-of-outer-product-swapped", "sum-all-through-matmul", "sum-split-two",
+      "sum-batch-through-broadcast-matmul-right", "sum-batch-through-broadcast-matmul-left")
+def _summed_outer_products(rng):
+    """Totals of outer products (broadcast and as a product), and a batch of products sharing one matrix,
+    summed over the batch."""
+    b = B(rng)
+    batch, n, m, k = 2, b.dim(), b.dim(), b.dim()
+    p = b.op("Expand", b.x("u", batch, n, 1), attrs=[(batch, n, m)])
+    q = b.op("Expand", b.x("v", batch, 1, m), attrs=[(batch, n, m)])
+    shared = b.op("Expand", b.x("w", 1, k, m), attrs=[(batch, k, m)])
+    x = b.x("x", batch, n, k)
+    outs = [b.op("Sum", b.op("Mul", p, q), attrs=[(1, 2)]), b.op("Sum", b.op("Mul", q, p), attrs=[(1, 2)]),
+            b.op("Sum", b.op("MatMul", b.x("c", batch, n, k), b.x("d", batch, k, m)), attrs=[(1, 2)]),
+            b.op("Sum", b.op("MatMul", x, shared), attrs=[(0,)]),
+            b.op("Sum", b.op("MatMul", b.op("Expand", b.x("w2", 1, n, k), attrs=[(batch, n, k)]),
+                             b.x("y", batch, k, m)), attrs=[(0,)])]
+    return b.out(*outs), ["reduction"]
+
+
+@case("square-of-broadcast-difference", "square-of-broadcast-sum", "product-of-broadcast-difference-with-itself")
+def _squared_broadcasts(rng):
+    """(a - b)^2 and (a + b)^2 of rows against columns (pairwise distances), squared by pow and by a product."""
+    b = B(rng)
+    m, n, k = b.dim(), b.dim(), b.dim()
+    p = b.op("Expand", b.x("a", m, 1, k), attrs=[(m, n, k)])
+    q = b.op("Expand", b.x("c", 1, n, k), attrs=[(m, n, k)])
+    two = b.g.fill(2.0, (m, n, k), F32)
+    diff = b.op("Sub", p, q)
+    outs = [b.op("Pow", diff, two), b.op("Pow", b.op("Add", p, q), two), b.op("Mul", diff, diff)]
+    return b.out(*outs), ["reduction"]
