@@ -2,6 +2,7 @@
 and evaluated with ``ir.evaluate`` on fresh random inputs against eager PyTorch; a few tests pin the exact
 structure the frontend emits, and the error tests pin the messages users see."""
 import math
+from pathlib import Path
 
 import pytest
 import torch
@@ -12,7 +13,8 @@ from torch.utils import _pytree as pytree
 
 from eqiforge import ir, ops
 from eqiforge.errors import EqiforgeError
-from eqiforge.frontend import capture, fx_to_ir
+from eqiforge.egraph import rulesets
+from eqiforge.frontend import capture, coverage, fx_to_ir
 
 aten = torch.ops.aten
 
@@ -279,6 +281,13 @@ def test_max_values_and_vector_norms_are_reductions(program, externs):
     indices, and the 0-"norm" (a count), stay PyTorch calls."""
     cap = check(program, torch.randn(5, 7))
     assert cap.graph.op_counts().get("Extern", 0) == externs
+
+
+def test_side_effecting_linalg_calls_are_refused_plainly():
+    """linalg.inv checks its input and raises (an effect token orders the check): capture says so, by every
+    path, instead of failing inside the converter."""
+    with pytest.raises(EqiforgeError, match="side effects"):
+        capture(lambda x: torch.linalg.inv(x) @ x, (torch.randn(4, 4),))
 
 
 def test_identity_masks_are_marked_by_value():
@@ -581,3 +590,28 @@ def test_deterministic_constant_calls_are_evaluated_at_capture_random_ones_are_n
     externs = [graph.externs[n.attrs[0]].label for n in ops_used if n.op == "Extern"]
     assert len(consts) == 2 and graph.params[consts[0].attrs[0]].tolist() == [0, 1, 2, 3]
     assert externs == ["aten.rand.default"]
+
+
+# ------------------------------------------------------------------------------------------ op coverage
+
+@pytest.mark.parametrize("entry", coverage.TABLE, ids=[c.call for c in coverage.TABLE])
+def test_op_coverage_row_holds(entry):
+    """Each row of the op coverage table is what capture does: a modelled call becomes the listed IR ops and no
+    Extern (computing what eager computes), an opaque one an Extern; its rule sets exist."""
+    inputs = coverage.sample_inputs(entry)
+    cap = check(entry.sample, *inputs, fresh=lambda: coverage.sample_inputs(entry, seed=1), rel=1e-4)
+    counts = cap.graph.op_counts()
+    if entry.ir_ops:
+        assert "Extern" not in counts and set(entry.ir_ops) <= set(counts), counts
+    else:
+        assert "Extern" in counts and entry.note, counts
+    assert set(entry.rulesets) <= set(rulesets.available()), entry.rulesets
+
+
+def test_op_coverage_table_is_in_the_docs():
+    """docs/ops.md shows the table as the code has it, and the table reaches the products, the diagonal, the
+    reductions and the views of the IR."""
+    page = (Path(__file__).parents[1] / "docs" / "ops.md").read_text()
+    assert coverage.markdown() in page
+    modelled = {op for c in coverage.TABLE for op in c.ir_ops}
+    assert {"MatMul", "Diagonal", "Sum", "Amax", "Reshape", "Expand", "Permute", "Concat", "Slice"} <= modelled

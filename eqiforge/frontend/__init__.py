@@ -6,6 +6,7 @@
 - ``aten``: the table of ATen overloads and the builders that map them onto IR ops; anything else becomes
   an ``Extern`` that runs in PyTorch.
 - ``masks``: constant structured masks (causal, diagonal), recognised by their value and stated as facts of the graph.
+- ``coverage``: the op coverage table, which torch calls with algebraic content the IR sees into (docs/ops.md).
 """
 from .capture import Captured, capture, capture_symbolic, decomposition_table
 from .fx_to_ir import fx_to_ir

@@ -342,6 +342,13 @@ def _state_name(kind: InputKind, fqn: str) -> str:
     return f"{STATE_PREFIX[kind]}_{re.sub(r'[^0-9a-zA-Z_]', '_', fqn.removeprefix('program.'))}"
 
 
+#: a graph that threads effect tokens orders side-effecting calls (linalg.inv/solve/cholesky check their
+#: input and raise): the IR has no call without a result, so such a program is not captured (said plainly)
+EFFECTS_STAGE = "trace the program without effect tokens"
+EFFECTS = ("the program calls an op with side effects (linalg.inv, solve and cholesky raise on singular input), "
+           "which the IR cannot order; call it outside the optimized function")
+
+
 def _by_export(flat: _Flat, inputs: tuple, _failures, dynamic_shapes=None) -> _Traced:
     path = "torch.export"
     exported = _run_stage(path, "trace the program", lambda: torch.export.export(
@@ -350,6 +357,8 @@ def _by_export(flat: _Flat, inputs: tuple, _failures, dynamic_shapes=None) -> _T
     program = _run_stage(path, "decompose it to core ATen (run_decompositions)",
                          lambda: exported.run_decompositions(decomposition_table()), written)
     signature = program.graph_signature
+    if any(spec.kind == InputKind.TOKEN for spec in signature.input_specs):
+        raise _StageFailed(path, EFFECTS_STAGE, ValueError(EFFECTS), written)
     state, names = {}, {}
     for spec in signature.input_specs:
         if spec.kind in STATE_PREFIX:
@@ -367,6 +376,8 @@ def _by_aot(flat: _Flat, inputs: tuple, failures) -> _Traced:
     with torch.no_grad():  # inference: no joint graph, outputs need no grad
         gm, signature = _run_stage(path, "trace the program", lambda: aot_export_module(
             flat, list(inputs), trace_joint=False, decompositions=decomposition_table()))
+    if getattr(signature, "input_tokens", None):
+        raise _StageFailed(path, EFFECTS_STAGE, ValueError(EFFECTS))
     named = dict(flat.named_parameters(remove_duplicate=False)) | dict(flat.named_buffers(remove_duplicate=False))
     state, names = {}, {}
     for placeholder, target in signature.inputs_to_parameters.items():
