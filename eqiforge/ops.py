@@ -58,8 +58,8 @@ class OpDef:
     """One IR op. ``shape(in_shapes, attrs)`` returns the output shape or raises ShapeError."""
 
     name: str
-    kind: str  # leaf | unary | binary | compare | where | cast | movement | matmul | reduce | conv | pool |
-    # extern | kernel
+    kind: str  # leaf | unary | binary | compare | where | cast | movement | matmul | reduce | scan (same shape,
+    # computed along a dim) | conv | pool | extern | kernel
     arity: int  # fixed tensor operands
     attrs: tuple[str, ...]  # attribute kinds (ATTR_SORTS)
     shape: Callable[[list[Shape], tuple], Shape]
@@ -107,7 +107,7 @@ class OpDef:
             return 2.0 * numel(out) * in_shapes[0][-1]
         if self.kind in ("unary", "binary", "compare", "where"):
             return float(numel(out)) * (8.0 if "transcendental" in self.tags else 1.0)
-        if self.kind == "reduce":
+        if self.kind in ("reduce", "scan"):
             return float(numel(in_shapes[0]))
         if self.kind == "conv":  # every output element is a dot product over a weight filter [C_in / groups, kh, kw]
             return 2.0 * numel(out) * numel(in_shapes[1][1:])
@@ -192,6 +192,21 @@ def _reduce(ins, attrs) -> Shape:
     return tuple(1 if i in dims else n for i, n in enumerate(s))
 
 
+def _along(ins, attrs) -> Shape:
+    """Ops along one dim that keep the shape (a running sum, a sort, a roll)."""
+    (s,) = ins
+    if not 0 <= attrs.dim < len(s):
+        raise ShapeError(f"dim {attrs.dim} invalid for {s}")
+    return s
+
+
+def _flip(ins, attrs) -> Shape:
+    (s,) = ins
+    if not attrs.dims or len(set(attrs.dims)) != len(attrs.dims) or any(not 0 <= d < len(s) for d in attrs.dims):
+        raise ShapeError(f"flip dims {attrs.dims} invalid for {s}")
+    return s
+
+
 def _where(ins, _attrs) -> Shape:
     return _same(ins, ())
 
@@ -261,6 +276,14 @@ def slice_dim(x, dim, start, end):
 
 def diagonal(x):
     return torch.diagonal(x, 0, -2, -1).unsqueeze(-1)
+
+
+def flip(x, dims):
+    return torch.flip(x, tuple(dims))
+
+
+def sort_values(x, dim, descending):
+    return torch.sort(x, dim, descending=bool(descending)).values
 
 
 def concat(a, b, dim):
@@ -493,6 +516,10 @@ OPS: dict[str, OpDef] = {o.name: o for o in [
     _op("Expand", ("movement", 1), expand, {"view"}, {"shape": "dims"}, _expand),
     _op("Slice", ("movement", 1), slice_dim, {"view"}, {"dim": "i64", "start": "i64", "end": "i64"}, _slice),
     _op("Concat", ("movement", 2), concat, frozenset(), {"dim": "i64"}, _concat),
+    # reorderings (copies): reversed along dims, rotated by a shift along one dim
+    _op("Flip", ("movement", 1), flip, frozenset(), {"dims": "dims"}, _flip, torch_src="torch.flip({0}, {dims})"),
+    _op("Roll", ("movement", 1), torch.roll, frozenset(), {"shift": "i64", "dim": "i64"}, _along,
+        torch_src="torch.roll({0}, {shift}, {dim})"),
     # the main diagonal of the last two dims as a column (keeps the rank): [..., n, m] -> [..., min(n, m), 1]
     _op("Diagonal", ("movement", 1), diagonal, {"view"}, shape=_diagonal,
         torch_src="torch.diagonal({0}, 0, -2, -1).unsqueeze(-1)"),
@@ -501,6 +528,11 @@ OPS: dict[str, OpDef] = {o.name: o for o in [
     _op("Sum", ("reduce", 1), sum_keepdim, {"reduction"}, {"dims": "dims"}, _reduce),
     _op("Amax", ("reduce", 1), amax_keepdim, {"reduction"}, {"dims": "dims"}, _reduce),
     _op("Amin", ("reduce", 1), amin_keepdim, {"reduction"}, {"dims": "dims"}, _reduce),
+    # the running sum along one dim (a scan: same shape)
+    _op("Cumsum", ("scan", 1), torch.cumsum, frozenset(), {"dim": "i64"}, _along, torch_src="torch.cumsum({0}, {dim})"),
+    # the values sorted along one dim (descending: 0/1); their indices are a PyTorch call
+    _op("Sort", ("scan", 1), sort_values, frozenset(), {"dim": "i64", "descending": "i64"}, _along,
+        torch_src="torch.sort({0}, {dim}, descending={descending} == 1).values"),
     # 2-d convolution and pooling over [N, C, H, W] (PyTorch's window formula, no ceil mode); a convolution
     # always has its bias [O] (a zero Fill when the program has none), so rules can move shifts into it
     _op("Conv2d", ("conv", 3), conv2d, frozenset(), {"stride": "dims", "padding": "dims", "dilation": "dims",

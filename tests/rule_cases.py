@@ -858,7 +858,7 @@ def _parallel_convs(rng):
 @case("mask-multiply-as-where-right", "mask-multiply-as-where-left", "where-of-not", "diag-mask-of-expand",
       "masked-diagonal-product-left", "masked-diagonal-product-right", "masked-diagonal-row-sums",
       "masked-diagonal-column-sums", "masked-diagonal-total", "diagonal-of-column-broadcast",
-      "diagonal-of-row-broadcast")
+      "diagonal-of-row-broadcast", "diag-mask-of-reshape")
 def _diagonal_masks(rng):
     """Matrices masked to their diagonal by a constant identity mask (bool, as a 0/1 float, negated, and
     broadcast over a batch), as the frontend marks it, then multiplied from either side and summed."""
@@ -874,7 +874,7 @@ def _diagonal_masks(rng):
             b.op("Sum", diag, attrs=[(0,)]), b.op("Sum", diag, attrs=[(0, 1)]),
             b.op("MatMul", b.op("Mul", x, as_float), y), b.op("MatMul", b.op("Mul", as_float, u), y),
             b.op("MatMul", b.op("Where", b.op("Not", eye), zero, x), y)]
-    batched = b.op("Expand", b.g.param("eye3", torch.eye(n, dtype=torch.bool)[None]), attrs=[(2, n, n)])
+    batched = b.op("Expand", b.op("Reshape", eye, attrs=[(1, n, n)]), attrs=[(2, n, n)])
     row = b.op("Expand", b.x("v", 2, 1, n), attrs=[(2, n, n)])
     outs.append(b.op("MatMul", b.op("Where", batched, row, b.g.fill(0.0, (2, n, n), F32)), b.x("w", 2, n, k)))
     return mark_structured_masks(b.out(*outs)), ["structure"]
@@ -936,3 +936,84 @@ def _squared_broadcasts(rng):
     diff = b.op("Sub", p, q)
     outs = [b.op("Pow", diff, two), b.op("Pow", b.op("Add", p, q), two), b.op("Mul", diff, diff)]
     return b.out(*outs), ["reduction"]
+
+
+@case("tril-mask-of-expand", "causal-complement-is-lower-triangle", "lower-triangular-ones-product",
+      "lower-triangular-scaled-product", "expand-into-constant-where", "reshape-into-constant-where",
+      "tril-mask-of-reshape")
+def _lower_triangular_masks(rng):
+    """Lower triangles of ones (a tril mask as a 0/1 float, batched, and the complement of a square causal
+    mask) and of a broadcast column, times a matrix: running sums, as the frontend marks the masks."""
+    b = B(rng)
+    n, k = b.dim(), b.dim()
+    lower = torch.ones(n, n, dtype=torch.bool).tril()
+    tril, above = b.g.param("tril", lower), b.g.param("above", ~lower)
+    ones, zero = b.g.fill(1.0, (n, n), F32), b.g.fill(0.0, (n, n), F32)
+    y = b.x("y", n, k)
+    column = b.op("Expand", b.x("u", n, 1), attrs=[(n, n)])
+    batched = b.op("Expand", b.g.param("tril3", lower[None]), attrs=[(2, n, n)])
+    zeros3, ones3 = b.g.fill(0.0, (2, n, n), F32), b.g.fill(1.0, (2, n, n), F32)
+    outs = [b.op("MatMul", b.op("Where", tril, ones, zero), y), b.op("MatMul", b.op("Where", tril, column, zero), y),
+            b.op("MatMul", b.op("Where", above, zero, ones), y),
+            b.op("MatMul", b.op("Where", batched, ones3, zeros3), b.x("w", 2, n, k))]
+    spread = b.op("Expand", b.op("Reshape", b.op("Where", above, zero, ones), attrs=[(1, n, n)]), attrs=[(2, n, n)])
+    outs.append(b.op("MatMul", spread, b.x("v", 2, n, k)))  # a 2-d mask's matrix broadcast over a batch
+    return mark_structured_masks(b.out(*outs)), ["structure"]
+
+
+@case("difference-of-running-sum")
+def _running_sum_differences(rng):
+    b = B(rng)
+    n, k = b.dim(3, 7), b.dim()
+    c = b.op("Cumsum", b.x("x", n, k), attrs=[0])
+    lo = rng.randint(0, n - 2)
+    return b.out(b.op("Sub", b.op("Slice", c, attrs=[0, lo + 1, n]), b.op("Slice", c, attrs=[0, lo, n - 1]))), \
+        ["structure"]
+
+
+@case("squared-norm-of-product", "squared-norm-of-product-pow")
+def _squared_norms_of_products(rng):
+    b = B(rng)
+    m, r, n = b.dim(), b.dim(1, 3), b.dim()
+    p = b.op("MatMul", b.x("a", m, r), b.x("c", r, n))
+    outs = [b.op("Sum", b.op("Mul", p, p), attrs=[(0, 1)]),
+            b.op("Sum", b.op("Pow", p, b.g.fill(2.0, (m, n), F32)), attrs=[(0, 1)])]
+    return b.out(*outs), ["reduction"]
+
+
+@case("sum-of-grouped-product-columns")
+def _grouped_product_columns(rng):
+    b = B(rng)
+    m, k, g, h = b.dim(), b.dim(), b.dim(2, 4), b.dim(1, 4)
+    p = b.op("MatMul", b.x("x", m, k), b.x("w", k, g * h))
+    return b.out(b.op("Sum", b.op("Reshape", p, attrs=[(m, g, h)]), attrs=[(1,)])), ["reduction"]
+
+
+# ------------------------------------------------------------------------------------------------ order
+@case("flip-of-flip", "flip-around-tanh", "flip-around-exp", "flip-around-relu", "flip-out-of-mul",
+      "flip-out-of-add", "sum-of-flip", "max-of-flip", "min-of-flip")
+def _flips(rng):
+    b = B(rng)
+    shape = (b.dim(), b.dim(), 3)
+    dims = tuple(sorted(rng.sample(range(3), rng.randint(1, 2))))
+    x, y = b.x("x", *shape), b.x("y", *shape)
+    fx, fy = b.op("Flip", x, attrs=[dims]), b.op("Flip", y, attrs=[dims])
+    outs = [b.op("Add", b.op("Flip", fx, attrs=[dims]), y), b.op("Mul", fx, fy), b.op("Add", fx, fy),
+            *(b.op("Flip", b.op(f, fx), attrs=[dims]) for f in ("Tanh", "Exp", "Relu")),
+            *(b.op(r, fx, attrs=[dims]) for r in ("Sum", "Amax", "Amin"))]
+    return b.out(*outs), ["reorder"]
+
+
+@case("roll-out-of-mul", "roll-out-of-add", "sum-of-roll", "max-of-roll", "min-of-roll", "sum-of-sort",
+      "max-of-sort", "min-of-sort")
+def _rolls_and_sorts(rng):
+    b = B(rng)
+    n, m = b.dim(), b.dim(3, 7)
+    x, y = b.x("x", n, m), b.x("y", n, m)
+    dim = rng.randint(0, 1)
+    shift = rng.randint(1, (n, m)[dim] - 1) if (n, m)[dim] > 1 else 0
+    rx, ry = (b.op("Roll", t, attrs=[shift, dim]) for t in (x, y))
+    sx = b.op("Sort", x, attrs=[dim, rng.randint(0, 1)])
+    outs = [b.op("Sum", b.op("Mul", rx, ry), attrs=[(dim,)]), b.op("Add", rx, ry),
+            *(b.op(r, t, attrs=[(dim,)]) for r in ("Sum", "Amax", "Amin") for t in (rx, sx))]
+    return b.out(*outs), ["reorder"]

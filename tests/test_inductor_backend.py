@@ -160,7 +160,7 @@ def test_an_exported_inductor_plan_runs_compiled_by_inductor_without_egglog(tmp_
 
 def test_a_plan_calling_pytorch_through_this_process_cannot_be_exported(tmp_path):
     def program(x):
-        return torch.cumsum(x, -1) @ x.mT
+        return torch.cumprod(x, -1) @ x.mT
     opt = eqiforge.optimize(program, (torch.randn(8, 8),), backend="inductor", device="cpu",
                             original_if_no_better=False)
     with pytest.raises(eqiforge.EqiforgeError, match="the plan calls extern .*cannot be written as code"):

@@ -345,6 +345,22 @@ def vector_norm(b: Builder, a: Args, out: Meta) -> Ref:
     return b.reshape(total, out.shape)
 
 
+def cumsum(b: Builder, a: Args, out: Meta) -> Ref:
+    """``cumsum(x, dim)`` (in the result dtype, as ``dtype=`` asks): one Cumsum."""
+    x = a["self"]
+    if not x.shape:
+        raise Unsupported("cumsum of a 0-d tensor")
+    return b.op("Cumsum", b.cast(x, out.dtype), attrs=(norm_dim(a["dim"], len(x.shape)),))
+
+
+def sort(b: Builder, a: Args, out: tuple) -> tuple:
+    """``sort`` whose indices no one reads: the sorted values (stable or not: equal values are alike)."""
+    x = a["self"]
+    if not x.shape:
+        raise Unsupported("sort of a 0-d tensor")
+    return b.op("Sort", x, attrs=(norm_dim(a["dim"], len(x.shape)), int(bool(a["descending"])))), None
+
+
 def mean(b: Builder, a: Args, out: Meta) -> Ref:
     return b.reshape(b.mean(b.cast(a["self"], out.dtype), a.get("dim")), out.shape)
 
@@ -624,6 +640,25 @@ def diagonal(b: Builder, a: Args, out: Meta) -> Ref:
     return b.reshape(b.op("Diagonal", x), out.shape)
 
 
+def flip(b: Builder, a: Args, out: Meta) -> Ref:
+    x, dims = a["self"], a["dims"]
+    dims = sorted({norm_dim(d, len(x.shape)) for d in dims}) if x.shape else []
+    return b.op("Flip", x, attrs=(tuple(dims),)) if dims else x
+
+
+def roll(b: Builder, a: Args, out: Meta) -> Ref:
+    """``roll(x, shifts, dims)``: one Roll per dim (shifts taken modulo the size); a roll of the flattened
+    tensor (no dims) stays a PyTorch call."""
+    x, shifts, dims = a["self"], list(a["shifts"]), list(a["dims"])
+    if not dims or len(dims) != len(shifts):
+        raise Unsupported("roll of the flattened tensor")
+    for shift, dim in zip(shifts, dims):
+        dim = norm_dim(dim, len(x.shape))
+        if shift % x.shape[dim]:
+            x = b.op("Roll", x, attrs=(shift % x.shape[dim], dim))
+    return x
+
+
 def constant(value):
     """``ones``/``zeros`` and their ``_like``/``new_`` forms: a Fill of the result shape."""
     return lambda b, a, out: b.fill(value, out.shape, out.dtype)
@@ -685,7 +720,8 @@ TABLE: dict[Any, BuildFn] = {
     aten.any.dim: any_all("Amax"), aten.any.dims: any_all("Amax"), aten.any.default: any_all("Amax"),
     aten.all.dim: any_all("Amin"), aten.all.dims: any_all("Amin"), aten.all.default: any_all("Amin"),
     aten.max.dim: values_of("Amax"), aten.min.dim: values_of("Amin"), aten.linalg_vector_norm: vector_norm,
-    aten.mean.dim: mean, aten.mean.default: mean,
+    aten.mean.dim: mean, aten.mean.default: mean, aten.cumsum.default: cumsum,
+    aten.sort.default: sort, aten.sort.stable: sort,
     aten.var.correction: var_mean, aten.var_mean.correction: var_mean,
     aten._softmax: softmax(log=False), aten.softmax.int: softmax(log=False),
     aten._log_softmax: softmax(log=True), aten.log_softmax.int: softmax(log=True),
@@ -710,6 +746,7 @@ TABLE: dict[Any, BuildFn] = {
     aten.cat: cat,
     aten.split.Tensor: split, aten.split_with_sizes: split, aten.chunk: split, aten.unbind.int: split,
     aten.slice.Tensor: slice_, aten.select.int: select, aten.diagonal.default: diagonal,
+    aten.flip.default: flip, aten.roll.default: roll,
     # constants
     aten.ones.default: constant(1), aten.ones_like: constant(1), aten.new_ones: constant(1),
     aten.zeros.default: constant(0), aten.zeros_like: constant(0), aten.new_zeros: constant(0),
@@ -718,9 +755,10 @@ TABLE: dict[Any, BuildFn] = {
     aten.fill.Scalar: fill_from("value"), aten.eye.default: eye, aten.eye.m: eye,
 }
 
-#: composites the generic core-ATen decompositions would break up although the IR has them whole: mv, dot
-#: and the op table's elementwise ops named by packet (silu, ...; popping one they lack is a no-op)
-KEEP_WHOLE = (aten.mv.default, aten.dot.default, aten.eye.default, aten.eye.m,
+#: composites the generic core-ATen decompositions would break up although the IR has them whole: mv, dot,
+#: eye and roll (their decompositions use unsigned or gathered indices), and the op table's elementwise ops
+#: named by packet (silu, ...; popping one they lack is a no-op)
+KEEP_WHOLE = (aten.mv.default, aten.dot.default, aten.eye.default, aten.eye.m, aten.roll.default,
               *(t.default for t in ELEMENTWISE if isinstance(t, torch._ops.OpOverloadPacket)))
 
 

@@ -13,7 +13,9 @@ same for every batch). ``causal-bias``: a float tensor, 0 where seen and -inf wh
 a bool tensor true where masked (``masked_fill``'s mask). Both relations are declared in rules/schema.egg.
 ``diag-mask``: a bool tensor true exactly on the main diagonal of its square last two dims (``torch.eye``,
 ``arange`` compared with itself, what ``diag``/``diag_embed`` decompose to); rules/structure.egg turns a
-product or a sum of an operand masked by it into work on that operand's diagonal.
+product or a sum of an operand masked by it into work on that operand's diagonal. ``tril-mask``: a bool
+tensor true on and below the main diagonal of its square last two dims (``tril``, ``j <= i``); a product by
+it is a running sum. (Its complement, true strictly above, is the square causal mask.)
 
 Cheap by construction: only nodes computed from Params and Fills through elementwise and data-movement ops
 (no products, reductions or externs), float or bool, of rank >= 2 with size-1 leading dims, and read by an
@@ -31,6 +33,7 @@ from ..ir import Graph, run_node
 CAUSAL_BIAS = "causal-bias"
 CAUSAL_MASK = "causal-mask"
 DIAG_MASK = "diag-mask"
+TRIL_MASK = "tril-mask"
 
 #: op kinds a mask is computed with (leaves other than Input, elementwise ops, casts, data movement)
 MASK_OP_KINDS = ("unary", "binary", "compare", "where", "cast", "movement")
@@ -38,8 +41,8 @@ FLOATS = ("float16", "bfloat16", "float32", "float64")
 
 
 def mark_structured_masks(graph: Graph) -> Graph:
-    """Add to ``graph.facts`` the live nodes whose constant value is a causal bias or mask or a diagonal mask;
-    returns it."""
+    """Add to ``graph.facts`` the live nodes whose constant value is a causal bias or mask, a diagonal mask or
+    a lower-triangular one; returns it."""
     live = graph.live_nodes()
     constant: set[int] = set()
     for i in live:  # topological: a node's operands are classified before it
@@ -97,10 +100,13 @@ def _value(graph: Graph, i: int, values: dict[int, torch.Tensor]) -> torch.Tenso
 
 
 def _structure_fact(value: torch.Tensor, node) -> str | None:
-    """CAUSAL_BIAS, CAUSAL_MASK or DIAG_MASK when ``value`` is that pattern, else None."""
+    """CAUSAL_BIAS, CAUSAL_MASK, DIAG_MASK or TRIL_MASK when ``value`` is that pattern, else None."""
     sq, sk = node.shape[-2:]
     v = value.reshape(sq, sk)
     if node.dtype == "bool" and sq == sk > 1 and v[0, 0].item() and not v[0, -1].item():
+        if v[-1, 0].item():
+            lower = torch.ones(sq, sk, dtype=torch.bool, device=v.device).tril()
+            return TRIL_MASK if torch.equal(v, lower) else None
         return DIAG_MASK if torch.equal(v, torch.eye(sq, dtype=torch.bool, device=v.device)) else None
     masked, seen = (True, False) if node.dtype == "bool" else (float("-inf"), 0.0)
     if v[-1, -1].item() != seen or (sq > 1 and v[0, -1].item() != masked):  # most constants fail here

@@ -842,10 +842,62 @@ def _rewritable(b: _Builder, a: Value):
     return b.emit("rewritable", op.format(a=a.name), a.shape, a.dtype, a.mag * 6 + 2)
 
 
+# ----------------------------------------------------- structure from masks, contractions of broadcasts
+
+def _structured(b: _Builder, a: Value):
+    """Algebra that hides behind masks, broadcasts and reorderings (rules/structure.egg, reduction.egg,
+    reorder.egg): products by diagonal or triangular masked matrices, traces of products, broadcast products
+    summed, squared distances, running-sum differences, reductions of sorted, rolled or flipped values."""
+    if len(a.shape) < 2:
+        return None
+    rank, (n, k) = len(a.shape), a.shape[-2:]
+    like = f"dtype={a.name}.dtype"
+    eye = f"torch.eye({n}, {like})"
+    form = b.rng.choice(("diag_embed", "eye product", "masked diagonal", "trace", "running sum", "causal ones",
+                         "broadcast contraction", "distances", "cumsum diff", "reordered sum"))
+    if form == "diag_embed":
+        v = b.tensor(a.shape[:-1], a.dtype)
+        return b.emit("structured", f"torch.diag_embed({v.name}) @ {a.name}", a.shape, a.dtype, a.mag * v.mag)
+    if form in ("eye product", "masked diagonal", "trace"):
+        s = b.tensor((n, n), a.dtype)
+        if form == "eye product":
+            return b.emit("structured", f"({s.name} * {eye}) @ {a.name}", a.shape, a.dtype, a.mag * s.mag)
+        if form == "masked diagonal":
+            mask = f"~torch.eye({n}, dtype=torch.bool)"
+            return b.emit("structured", f"{s.name}.masked_fill({mask}, 0.0) @ {a.name}", a.shape, a.dtype,
+                          a.mag * s.mag)
+        t = b.tensor((k, n), a.dtype, scale=round(k ** -0.5, 3))
+        square = f"{a.name}.reshape(-1, {n}, {k})[0]" if rank > 2 else a.name
+        return b.emit("structured", f"torch.trace({square} @ {t.name})", (), a.dtype, a.mag * t.mag * n * k ** 0.5)
+    if form in ("running sum", "causal ones"):
+        lower = (f"torch.ones({n}, {n}, {like}).tril()" if form == "running sum" else
+                 f"torch.where(torch.ones({n}, {n}, dtype=torch.bool).triu(1), 0.0, 1.0).to({a.name}.dtype)")
+        return b.emit("structured", f"{lower} @ {a.name}", a.shape, a.dtype, a.mag * n)
+    d = _dim(b, rank)
+    if form == "cumsum diff" and a.shape[d] >= 2:
+        return b.emit("structured", f"torch.diff(torch.cumsum({a.name}, {d}), dim={d})",
+                      a.shape[:d] + (a.shape[d] - 1,) + a.shape[d + 1:], a.dtype, 2 * a.mag * a.shape[d])
+    if form == "reordered sum":
+        reordered = b.rng.choice((f"torch.sort({a.name}, dim={d}).values", f"torch.roll({a.name}, 1, {d})",
+                                  f"{a.name}.flip({d}).flip({d})", f"torch.flip({a.name}, ({d},))"))
+        reduced = a.shape[:d] + (1,) + a.shape[d + 1:]
+        return b.emit("structured", f"{reordered}.sum({d}, keepdim=True)", reduced, a.dtype, a.mag * a.shape[d])
+    if rank != 2:
+        return None
+    w = b.tensor((b.size(), k), a.dtype)
+    m = a.shape[0]
+    if form == "broadcast contraction":
+        return b.emit("structured", f"({a.name}[:, None, :] * {w.name}[None, :, :]).sum(-1)", (m, w.shape[0]),
+                      a.dtype, a.mag * w.mag * k)
+    return b.emit("structured", f"(({a.name}[:, None, :] - {w.name}[None, :, :]) ** 2).sum(-1)", (m, w.shape[0]),
+                  a.dtype, (a.mag + w.mag) ** 2 * k)
+
+
 # ------------------------------------------------------------------------- ops PyTorch runs as-is
 
 def _opaque(b: _Builder, a: Value):
-    """Ops outside the IR: EqiForge must run them as opaque calls and optimize around them."""
+    """Scans and reorderings (running sums, sorts, flips and rolls are IR ops; cummax is a PyTorch call):
+    EqiForge must run or model them exactly and optimize around them."""
     if not a.shape:
         return None
     d = _dim(b, len(a.shape))
@@ -867,4 +919,5 @@ FAMILIES = {  # name -> (weight, drawer(builder, operand) -> Value | None)
     "pow": (1, _square), "unary": (3, _unary), "reduction": (2, _reduce), "softmax": (2, _softmax),
     "norm": (2, _norm), "index": (2, _index), "mask": (2, _mask), "linear": (2, _linear),
     "attention": (1, _attention), "rewritable": (4, _rewritable), "opaque": (1, _opaque), "cast": (3, _cast),
+    "structured": (2, _structured),
 }
