@@ -357,15 +357,19 @@ def _reductions_over_kept_dims(rng):
 
 
 # ----------------------------------------------------------------------------------------------- softmax
-@case("softmax-shift-invariance")
+@case("softmax-shift-invariance", "softmax-shift-invariance-sub")
 def _shifted_softmax(rng):
+    """Softmax of x plus, and minus, a row constant (minus its own row max, as code stabilises by hand)."""
     b = B(rng)
     m, n = b.dim(), b.dim()
     x = b.x("x", m, n)
-    shifted = b.op("Add", x, b.op("Expand", b.x("c", m, 1), attrs=[(m, n)]))
-    top = b.op("Expand", b.op("Amax", shifted, attrs=[(1,)]), attrs=[(m, n)])
-    e = b.op("Exp", b.op("Sub", shifted, top))
-    return b.out(b.op("Div", e, b.op("Expand", b.op("Sum", e, attrs=[(1,)]), attrs=[(m, n)]))), ["softmax"]
+    outs = []
+    for op, c in (("Add", b.x("c", m, 1)), ("Sub", b.op("Amax", x, attrs=[(1,)]))):
+        shifted = b.op(op, x, b.op("Expand", c, attrs=[(m, n)]))
+        top = b.op("Expand", b.op("Amax", shifted, attrs=[(1,)]), attrs=[(m, n)])
+        e = b.op("Exp", b.op("Sub", shifted, top))
+        outs.append(b.op("Div", e, b.op("Expand", b.op("Sum", e, attrs=[(1,)]), attrs=[(m, n)])))
+    return b.out(*outs), ["softmax"]
 
 
 @case("row-division-after-matmul", "row-scale-after-matmul")
@@ -1017,3 +1021,30 @@ def _rolls_and_sorts(rng):
     outs = [b.op("Sum", b.op("Mul", rx, ry), attrs=[(dim,)]), b.op("Add", rx, ry),
             *(b.op(r, t, attrs=[(dim,)]) for r in ("Sum", "Amax", "Amin") for t in (rx, sx))]
     return b.out(*outs), ["reorder"]
+
+
+@case("unit-swap-is-reshape-2", "unit-swap-is-reshape-3-first", "unit-swap-is-reshape-3-last",
+      "unit-swap-is-reshape-4-first", "unit-swap-is-reshape-4-middle", "unit-swap-is-reshape-4-last",
+      "sum-of-permute")
+def _unit_swaps(rng):
+    """Swaps of neighbouring dims where one is 1 (either one), and a sum of a permuted tensor."""
+    b = B(rng)
+    n, m = b.dim(), b.dim()
+
+    def unit_first():
+        return rng.random() < 0.5
+    outs = []
+    for perm, at in (((1, 0), 0), ((1, 0, 2), 0), ((0, 2, 1), 1), ((1, 0, 2, 3), 0), ((0, 2, 1, 3), 1),
+                     ((0, 1, 3, 2), 2)):
+        shape = [n, m, 3, 2][:len(perm)]
+        shape[at if unit_first() else at + 1] = 1
+        outs.append(b.op("Exp", b.op("Permute", b.x(f"x{len(outs)}", *shape), attrs=[perm])))
+    outs.append(b.op("Sum", b.op("Permute", b.x("y", n, m, 3), attrs=[(2, 0, 1)]), attrs=[(rng.randint(0, 2),)]))
+    return b.out(*outs), ["transpose"]
+
+
+@case("matmul-of-unit-batch")
+def _unit_batch_product(rng):
+    b = B(rng)
+    m, k, n = b.dim(), b.dim(), b.dim()
+    return b.out(b.op("MatMul", b.x("a", 1, m, k), b.x("c", 1, k, n))), ["reshape"]
