@@ -1048,3 +1048,17 @@ def _unit_batch_product(rng):
     b = B(rng)
     m, k, n = b.dim(), b.dim(), b.dim()
     return b.out(b.op("MatMul", b.x("a", 1, m, k), b.x("c", 1, k, n))), ["reshape"]
+
+
+@case("sum-over-merged-last-dims", "sum-over-merged-first-dims")
+def _sums_over_merged_dims(rng):
+    """Row sums of x repeated along its rows, column sums of x tiled down its columns: sums over a dim a
+    reshape merged from two."""
+    b = B(rng)
+    n, r, d = b.dim(), b.dim(2, 4), b.dim()
+    x = b.x("x", n, d)
+    repeated = b.op("Reshape", b.op("Expand", b.op("Reshape", x, attrs=[(n, 1, d)]), attrs=[(n, r, d)]),
+                    attrs=[(n, r * d)])
+    tiled = b.op("Reshape", b.op("Expand", b.op("Reshape", x, attrs=[(1, n, d)]), attrs=[(r, n, d)]),
+                 attrs=[(r * n, d)])
+    return b.out(b.op("Sum", repeated, attrs=[(1,)]), b.op("Sum", tiled, attrs=[(0,)])), ["reduction"]

@@ -659,6 +659,16 @@ def roll(b: Builder, a: Args, out: Meta) -> Ref:
     return x
 
 
+def repeat(b: Builder, a: Args, out: Meta) -> Ref:
+    """``repeat(x, repeats)`` (and ``tile``) as views: a size-1 dim before each repeated dim, broadcast to the
+    repeat count, then merged with it; sums over the result then meet the broadcast."""
+    x, repeats = a["self"], list(a["repeats"])
+    shape = (1,) * (len(repeats) - len(x.shape)) + x.shape
+    spread = [d for r, n in zip(repeats, shape) for d in ((1, n) if r > 1 else (n,))]
+    target = [d for r, n in zip(repeats, shape) for d in ((r, n) if r > 1 else (n,))]
+    return b.reshape(b.broadcast(b.reshape(x, spread), target), out.shape)
+
+
 def constant(value):
     """``ones``/``zeros`` and their ``_like``/``new_`` forms: a Fill of the result shape."""
     return lambda b, a, out: b.fill(value, out.shape, out.dtype)
@@ -746,7 +756,7 @@ TABLE: dict[Any, BuildFn] = {
     aten.cat: cat,
     aten.split.Tensor: split, aten.split_with_sizes: split, aten.chunk: split, aten.unbind.int: split,
     aten.slice.Tensor: slice_, aten.select.int: select, aten.diagonal.default: diagonal,
-    aten.flip.default: flip, aten.roll.default: roll,
+    aten.flip.default: flip, aten.roll.default: roll, aten.repeat.default: repeat,
     # constants
     aten.ones.default: constant(1), aten.ones_like: constant(1), aten.new_ones: constant(1),
     aten.zeros.default: constant(0), aten.zeros_like: constant(0), aten.new_zeros: constant(0),
