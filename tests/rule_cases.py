@@ -1062,3 +1062,18 @@ def _sums_over_merged_dims(rng):
     tiled = b.op("Reshape", b.op("Expand", b.op("Reshape", x, attrs=[(1, n, d)]), attrs=[(r, n, d)]),
                  attrs=[(r * n, d)])
     return b.out(b.op("Sum", repeated, attrs=[(1,)]), b.op("Sum", tiled, attrs=[(0,)])), ["reduction"]
+
+
+@case("total-above-diagonal-of-gram", "total-above-diagonal-of-gram-masked")
+def _gram_pair_totals(rng):
+    """Totals over pairs i < j of x_i . x_j: X X^T kept above the diagonal (triu(., 1): a square causal mask
+    selects), or with the lower triangle and diagonal masked to zero (a tril mask)."""
+    b = B(rng)
+    n, k = b.dim(), b.dim()
+    x = b.x("x", n, k)
+    gram = b.op("MatMul", x, b.op("Permute", x, attrs=[(1, 0)]))
+    lower = torch.ones(n, n, dtype=torch.bool).tril()
+    zero = b.g.fill(0.0, (n, n), F32)
+    outs = [b.op("Sum", b.op("Where", b.g.param("above", ~lower), gram, zero), attrs=[(0, 1)]),
+            b.op("Sum", b.op("Where", b.g.param("tril", lower), zero, gram), attrs=[(0, 1)])]
+    return mark_structured_masks(b.out(*outs)), ["structure"]
