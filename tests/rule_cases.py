@@ -1050,10 +1050,10 @@ def _unit_batch_product(rng):
     return b.out(b.op("MatMul", b.x("a", 1, m, k), b.x("c", 1, k, n))), ["reshape"]
 
 
-@case("sum-over-merged-last-dims", "sum-over-merged-first-dims")
+@case("sum-over-merged-last-dims", "sum-over-merged-first-dims", "sum-of-unit-extended-reshape")
 def _sums_over_merged_dims(rng):
     """Row sums of x repeated along its rows, column sums of x tiled down its columns: sums over a dim a
-    reshape merged from two."""
+    reshape merged from two; and a sum of a tensor reshaped to gain a trailing unit dim."""
     b = B(rng)
     n, r, d = b.dim(), b.dim(2, 4), b.dim()
     x = b.x("x", n, d)
@@ -1061,7 +1061,9 @@ def _sums_over_merged_dims(rng):
                     attrs=[(n, r * d)])
     tiled = b.op("Reshape", b.op("Expand", b.op("Reshape", x, attrs=[(1, n, d)]), attrs=[(r, n, d)]),
                  attrs=[(r * n, d)])
-    return b.out(b.op("Sum", repeated, attrs=[(1,)]), b.op("Sum", tiled, attrs=[(0,)])), ["reduction"]
+    extended = b.op("Reshape", b.x("y", n, r, d), attrs=[(n, r, d, 1)])  # einsum's trailing unit dim
+    return b.out(b.op("Sum", repeated, attrs=[(1,)]), b.op("Sum", tiled, attrs=[(0,)]),
+                 b.op("Sum", extended, attrs=[(rng.randint(0, 2),)])), ["reduction"]
 
 
 @case("total-above-diagonal-of-gram", "total-above-diagonal-of-gram-masked")
