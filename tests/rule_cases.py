@@ -1027,7 +1027,7 @@ def _rolls_and_sorts(rng):
       "unit-swap-is-reshape-4-first", "unit-swap-is-reshape-4-middle", "unit-swap-is-reshape-4-last",
       "sum-of-permute")
 def _unit_swaps(rng):
-    """Swaps of neighbouring dims where one is 1 (either one), and a sum of a permuted tensor."""
+    """Swaps of neighbouring dims where one is 1 (either one), and a sum of a permuted head split."""
     b = B(rng)
     n, m = b.dim(), b.dim()
 
@@ -1039,7 +1039,8 @@ def _unit_swaps(rng):
         shape = [n, m, 3, 2][:len(perm)]
         shape[at if unit_first() else at + 1] = 1
         outs.append(b.op("Exp", b.op("Permute", b.x(f"x{len(outs)}", *shape), attrs=[perm])))
-    outs.append(b.op("Sum", b.op("Permute", b.x("y", n, m, 3), attrs=[(2, 0, 1)]), attrs=[(rng.randint(0, 2),)]))
+    heads = b.op("Reshape", b.x("y", n, m * 3), attrs=[(n, m, 3)])
+    outs.append(b.op("Sum", b.op("Permute", heads, attrs=[(2, 0, 1)]), attrs=[(rng.randint(0, 2),)]))
     return b.out(*outs), ["transpose"]
 
 

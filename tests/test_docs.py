@@ -42,6 +42,8 @@ NUMBER = re.compile(r"\d+(?:\.\d+)?(?:e[+-]?\d+)?")
 TIME = re.compile(r"# (?:s|ms|us)\b")
 #: the measured choice's machine-dependent part: a verdict of Inductor or not, the rows a win of Inductor adds
 VERDICT = re.compile(r"runs: (program|plan)( under Inductor)?$")
+#: which of near-equal plans won the first race is the machine's too ("runs: plan 3;" where it showed "plan;")
+WHICH_PLAN = re.compile(r"runs: plan # ?;")
 INDUCTOR_ROWS = ("lowering Inductor compiled the plan", "a call runs the plan, compiled by Inductor",
                  "a call runs the original program compiled by Inductor")
 
@@ -66,8 +68,9 @@ BLOCKS = [pytest.param(page, *block, id=f"{page.relative_to(ROOT)}:{block[0]}")
 
 def masked(text: str) -> list[str]:
     """Lines with numbers and time units masked and runs of spaces as one (numbers are right-aligned in
-    columns), and the measured choice's verdict on Inductor masked (VERDICT, INDUCTOR_ROWS)."""
-    lines = [TIME.sub("# <time>", re.sub(r"\s+", " ", NUMBER.sub("#", line))).strip()
+    columns), and the measured choice's verdict on Inductor and which near-equal plan won masked (VERDICT,
+    INDUCTOR_ROWS, WHICH_PLAN)."""
+    lines = [WHICH_PLAN.sub("runs: plan;", TIME.sub("# <time>", re.sub(r"\s+", " ", NUMBER.sub("#", line)))).strip()
              for line in text.strip().splitlines()]
     return [VERDICT.sub(r"runs: \1 (under Inductor or not)", line) for line in lines if not line.startswith(INDUCTOR_ROWS)]
 
