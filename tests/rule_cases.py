@@ -1080,3 +1080,18 @@ def _gram_pair_totals(rng):
     outs = [b.op("Sum", b.op("Where", b.g.param("above", ~lower), gram, zero), attrs=[(0, 1)]),
             b.op("Sum", b.op("Where", b.g.param("tril", lower), zero, gram), attrs=[(0, 1)])]
     return mark_structured_masks(b.out(*outs)), ["structure"]
+
+
+@case("exp-of-broadcast-sum", "log-of-exp-times", "log-of-times-exp", "log-of-reshape")
+def _log_sum_exp_of_broadcasts(rng):
+    """log(sum_j exp(a_i + b_j)) written out, and the log of a product with an exponential either side."""
+    b = B(rng)
+    n, m = b.dim(), b.dim()
+    p = b.op("Expand", b.x("a", n, 1), attrs=[(n, m)])
+    q = b.op("Expand", b.x("c", 1, m), attrs=[(n, m)])
+    total = b.op("Sum", b.op("Exp", b.op("Add", p, q)), attrs=[(1,)])
+    positive = b.op("Exp", b.x("u", n, m))  # a positive factor, so the logs are of positive numbers
+    e = b.op("Exp", b.x("v", n, m))
+    outs = [b.op("Log", b.op("Reshape", total, attrs=[(n,)])), b.op("Log", b.op("Mul", e, positive)),
+            b.op("Log", b.op("Mul", positive, e))]
+    return b.out(*outs), ["reduction"]
