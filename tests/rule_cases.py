@@ -994,32 +994,46 @@ def _grouped_product_columns(rng):
 
 
 # ------------------------------------------------------------------------------------------------ order
-@case("flip-of-flip", "flip-around-tanh", "flip-around-exp", "flip-around-relu", "flip-out-of-mul",
-      "flip-out-of-add", "sum-of-flip", "max-of-flip", "min-of-flip")
+@case("flip-of-flip", "sum-of-flip", "max-of-flip", "min-of-flip")
 def _flips(rng):
     b = B(rng)
     shape = (b.dim(), b.dim(), 3)
     dims = tuple(sorted(rng.sample(range(3), rng.randint(1, 2))))
     x, y = b.x("x", *shape), b.x("y", *shape)
-    fx, fy = b.op("Flip", x, attrs=[dims]), b.op("Flip", y, attrs=[dims])
-    outs = [b.op("Add", b.op("Flip", fx, attrs=[dims]), y), b.op("Mul", fx, fy), b.op("Add", fx, fy),
-            *(b.op("Flip", b.op(f, fx), attrs=[dims]) for f in ("Tanh", "Exp", "Relu")),
+    fx = b.op("Flip", x, attrs=[dims])
+    outs = [b.op("Add", b.op("Flip", fx, attrs=[dims]), y),
             *(b.op(r, fx, attrs=[dims]) for r in ("Sum", "Amax", "Amin"))]
     return b.out(*outs), ["reorder"]
 
 
-@case("roll-out-of-mul", "roll-out-of-add", "sum-of-roll", "max-of-roll", "min-of-roll", "sum-of-sort",
-      "max-of-sort", "min-of-sort")
+@case(*[f"{kind}-out-of-{rulesets.rule_name(o)}" for o in ELEMENTWISE for kind in ("flip", "roll")])
+def _reordered_elementwise(rng):
+    """Every elementwise op of flipped and of rolled operands (positive ones: log, sqrt, pow and division stay
+    finite; bool ones for the logical ops), reordered alike when there are two."""
+    b = B(rng)
+    m, n = b.dim(), b.dim(3, 7)
+    dim, shift = rng.randint(0, 1), rng.randint(1, 2)
+    rows = [b.op("Add", b.op("Abs", b.x(f"x{i}", m, n)), b.fill(0.5, b.x(f"x{i}", m, n))) for i in range(2)]
+    bools = [b.op("Gt", r, b.fill(1.0, r)) for r in rows]
+    outs = []
+    for o in ELEMENTWISE:
+        operands = bools if o.name in LOGICAL else rows
+        for reorder, attrs in (("Flip", [(dim,)]), ("Roll", [shift, dim])):
+            moved = [b.op(reorder, t, attrs=attrs) for t in operands[:o.arity]]
+            outs.append(b.op(o.name, *moved))
+    return b.out(*outs), ["reorder"]
+
+
+@case("sum-of-roll", "max-of-roll", "min-of-roll", "sum-of-sort", "max-of-sort", "min-of-sort")
 def _rolls_and_sorts(rng):
     b = B(rng)
     n, m = b.dim(), b.dim(3, 7)
     x, y = b.x("x", n, m), b.x("y", n, m)
     dim = rng.randint(0, 1)
     shift = rng.randint(1, (n, m)[dim] - 1) if (n, m)[dim] > 1 else 0
-    rx, ry = (b.op("Roll", t, attrs=[shift, dim]) for t in (x, y))
-    sx = b.op("Sort", x, attrs=[dim, rng.randint(0, 1)])
-    outs = [b.op("Sum", b.op("Mul", rx, ry), attrs=[(dim,)]), b.op("Add", rx, ry),
-            *(b.op(r, t, attrs=[(dim,)]) for r in ("Sum", "Amax", "Amin") for t in (rx, sx))]
+    rx = b.op("Roll", x, attrs=[shift, dim])
+    sx = b.op("Sort", y, attrs=[dim, rng.randint(0, 1)])
+    outs = [b.op(r, t, attrs=[(dim,)]) for r in ("Sum", "Amax", "Amin") for t in (rx, sx)]
     return b.out(*outs), ["reorder"]
 
 

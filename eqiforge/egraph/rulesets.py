@@ -232,13 +232,31 @@ def broadcast_rules() -> str:
     return "\n".join(rules)
 
 
+def reorder_rules() -> str:
+    """Elementwise work commutes with a reordering (a flip or a roll permutes positions, not values): an op of
+    a reordered operand, or of two operands reordered alike, is the reordered op, so reorderings meet (and
+    cancel, or drop under a reduction)."""
+    rules = []
+    for o in (o for o in ops.OPS.values() if o.kind in ("unary", "binary", "compare")):
+        name = rule_name(o)
+        for reorder, args in (("Flip", "d"), ("Roll", "k d")):
+            kind = reorder.lower()
+            if o.arity == 1:
+                rules.append(f'(rewrite ({o.name} ({reorder} a {args})) ({reorder} ({o.name} a) {args}) '
+                             f':name "{kind}-out-of-{name}")')
+            else:
+                rules.append(f'(rewrite ({o.name} ({reorder} a {args}) ({reorder} b {args})) '
+                             f'({reorder} ({o.name} a b) {args}) :name "{kind}-out-of-{name}")')
+    return "\n".join(rules)
+
+
 def rule_name(op: ops.OpDef) -> str:
     """A rule-name form of an op's name: its fused-expression name, else its name in lower case."""
     return op.epi or op.name.lower()
 
 
 #: rules generated from the op table, by the rule file they join (before the file's own)
-GENERATED = {"fusion": pointwise_rules, "broadcast": broadcast_rules}
+GENERATED = {"fusion": pointwise_rules, "broadcast": broadcast_rules, "reorder": reorder_rules}
 
 
 def _generated(text: str) -> list:
