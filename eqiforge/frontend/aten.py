@@ -641,6 +641,7 @@ def diagonal(b: Builder, a: Args, out: Meta) -> Ref:
 
 
 def flip(b: Builder, a: Args, out: Meta) -> Ref:
+    """``flip(x, dims)``: one Flip of the normalised dims (none: x itself)."""
     x, dims = a["self"], a["dims"]
     dims = sorted({norm_dim(d, len(x.shape)) for d in dims}) if x.shape else []
     return b.op("Flip", x, attrs=(tuple(dims),)) if dims else x
@@ -679,8 +680,8 @@ def eye(b: Builder, a: Args, out: Meta) -> Ref:
     decomposes: the identity is then a constant mask the structure facts (masks.py) recognise, not a
     dense n x m tensor, and the IR never sees the unsigned ``arange`` ATen's decomposition would use."""
     n, m = out.shape
-    rows = b.ref(b.graph.param(f"index_{n}", torch.arange(n)))
-    cols = b.ref(b.graph.param(f"index_{m}", torch.arange(m)))
+    rows = b.ref(b.graph.param(f"eye_index_{n}", torch.arange(n)))
+    cols = b.ref(b.graph.param(f"eye_index_{m}", torch.arange(m)))
     same = b.op("Eq", b.broadcast(b.reshape(rows, (n, 1)), (n, m)), b.broadcast(cols, (n, m)))
     if out.dtype == "bool":
         return same
