@@ -5,7 +5,7 @@
   ``meta['val']``.
 - ``aten``: the table of ATen overloads and the builders that map them onto IR ops; anything else becomes
   an ``Extern`` that runs in PyTorch.
-- ``masks``: constant structured masks (causal, diagonal), recognised by their value and stated as facts of the graph.
+- ``masks``: constant structured masks (causal, diagonal, triangular), recognised by value and stated as facts.
 - ``coverage``: the op coverage table, which torch calls with algebraic content the IR sees into (docs/ops.md).
 """
 from .capture import Captured, capture, capture_symbolic, decomposition_table

@@ -1,4 +1,4 @@
-"""Recognise constant structured masks (causal, diagonal) by their value, so the e-graph can use them.
+"""Recognise constant structured masks (causal, diagonal, lower-triangular) by their value, so the e-graph can use them.
 
 A causal mask is built from constants (``torch.ones(...).triu(1)``, ``arange`` comparisons, a registered
 buffer sliced to the sequence length, SDPA's ``is_causal``), and a fused attention kernel can skip the tiles
