@@ -61,9 +61,10 @@ class Graph:
     outputs: list[int] = field(default_factory=list)
     params: dict[str, torch.Tensor] = field(default_factory=dict)
     externs: dict[str, ExternCall] = field(default_factory=dict)
-    # what only values show, for the e-graph: node id -> names of relations of rules/schema.egg that hold for
-    # it (a constant causal mask: frontend/masks.py); the encoder states them. A rebuilt graph starts without.
-    facts: dict[int, tuple[str, ...]] = field(default_factory=dict)
+    # what only values show, for the e-graph: node id -> relations of rules/schema.egg that hold for it (a
+    # constant causal mask: frontend/masks.py), each a name or a (name, integer arguments...) tuple; the
+    # encoder states them. A rebuilt graph starts without.
+    facts: dict[int, tuple[str | tuple, ...]] = field(default_factory=dict)
     # a program with symbolic dims, converted at size hints: what recognises the sizes that change from call
     # to call (eqiforge/dims.py); a constant of such a size is never folded: its value is the call's
     symbolic: dims.Lifter | None = None

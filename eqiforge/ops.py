@@ -178,6 +178,12 @@ def _diagonal(ins, _attrs) -> Shape:
     return s[:-2] + (min(s[-2:]), 1)
 
 
+def band_diagonals(w_shape: Shape, lo: int, hi: int) -> int:
+    """How many diagonals of a [..., n, m] operand a BandMatMul with offsets lo..hi reads."""
+    n, m = w_shape[-2:]
+    return max(0, min(hi, m - 1) - max(lo, 1 - n) + 1)
+
+
 def _matmul(ins, _attrs) -> Shape:
     a, b = ins
     if len(a) != len(b) or len(a) < 2 or a[:-2] != b[:-2] or a[-1] != b[-2]:
@@ -190,6 +196,14 @@ def _reduce(ins, attrs) -> Shape:
     if not dims or len(set(dims)) != len(dims) or any(not 0 <= d < len(s) for d in dims):
         raise ShapeError(f"reduction dims {dims} invalid for {s}")
     return tuple(1 if i in dims else n for i, n in enumerate(s))
+
+
+def _window(ins, attrs) -> Shape:
+    (s,) = ins
+    if len(s) < 2 or attrs.before < 0 or attrs.after < 0:
+        raise ShapeError(f"WindowSum sums rows (dim -2) of a rank >= 2 tensor, with before, after >= 0; got {s}, "
+                         f"{attrs.before}, {attrs.after}")
+    return s
 
 
 def _along(ins, attrs) -> Shape:
@@ -280,6 +294,11 @@ def diagonal(x):
 
 def flip(x, dims):
     return torch.flip(x, tuple(dims))
+
+
+def window_sum(x, before, after):
+    rows = torch.nn.functional.pad(x, (0, 0, before, after))
+    return rows.unfold(-2, before + after + 1, 1).sum(-1)
 
 
 def sort_values(x, dim, descending):
@@ -525,6 +544,10 @@ OPS: dict[str, OpDef] = {o.name: o for o in [
         torch_src="torch.diagonal({0}, 0, -2, -1).unsqueeze(-1)"),
     # contraction and reductions
     _op("MatMul", ("matmul", 2), torch.matmul, frozenset(), shape=_matmul, torch_src="torch.matmul({0}, {1})"),
+    # a product whose left operand is read on its band lo <= j - i <= hi alone (zero elsewhere, so its value is
+    # the MatMul's where the operand is banded): one multiply-add per diagonal (kernel_semantics.band_matmul)
+    _op("BandMatMul", ("band", 2), kernel_semantics.band_matmul, frozenset(), {"lo": "i64", "hi": "i64"},
+        _matmul, torch_src="band_matmul({0}, {1}, {lo}, {hi})"),
     _op("Sum", ("reduce", 1), sum_keepdim, {"reduction"}, {"dims": "dims"}, _reduce),
     _op("Amax", ("reduce", 1), amax_keepdim, {"reduction"}, {"dims": "dims"}, _reduce),
     _op("Amin", ("reduce", 1), amin_keepdim, {"reduction"}, {"dims": "dims"}, _reduce),
@@ -533,6 +556,11 @@ OPS: dict[str, OpDef] = {o.name: o for o in [
     # the values sorted along one dim (descending: 0/1); their indices are a PyTorch call
     _op("Sort", ("scan", 1), sort_values, frozenset(), {"dim": "i64", "descending": "i64"}, _along,
         torch_src="torch.sort({0}, {dim}, descending={descending} == 1).values"),
+    # the sum of a sliding window of rows (dim -2): rows i - before .. i + after, zero past the ends (a product
+    # by a band of ones)
+    _op("WindowSum", ("scan", 1), window_sum, frozenset(), {"before": "i64", "after": "i64"}, _window,
+        torch_src="torch.nn.functional.pad({0}, (0, 0, {before}, {after})).unfold(-2, {before} + {after} + 1, 1)"
+                  ".sum(-1)"),
     # 2-d convolution and pooling over [N, C, H, W] (PyTorch's window formula, no ceil mode); a convolution
     # always has its bias [O] (a zero Fill when the program has none), so rules can move shifts into it
     _op("Conv2d", ("conv", 3), conv2d, frozenset(), {"stride": "dims", "padding": "dims", "dilation": "dims",

@@ -965,6 +965,42 @@ def _lower_triangular_masks(rng):
     return mark_structured_masks(b.out(*outs)), ["structure"]
 
 
+@case("band-masked-product", "band-ones-scaled-product-right", "band-ones-scaled-product-left", "band-ones-product",
+      "band-ones-product-is-window-sum")
+def _banded_products(rng):
+    """Matrices masked to a band of diagonals around the main one (by a bool mask in a Where, and times a 0/1
+    float band from either side), and a band of ones itself, times a matrix, as the frontend marks the masks."""
+    b = B(rng)
+    n, k = b.dim(4, 7), b.dim()
+    lo, hi = rng.choice([(-1, 1), (-2, 0), (0, 2), (-1, 0), (-2, 1)])
+    band = torch.ones(n, n, dtype=torch.bool).triu(lo).tril(hi)
+    mask, ones = b.g.param("band", band), b.g.param("band_ones", band.float())
+    a, y = b.x("a", n, n), b.x("y", n, k)
+    outs = [b.op("MatMul", b.op("Where", mask, a, b.g.fill(0.0, (n, n), F32)), y),
+            b.op("MatMul", b.op("Mul", a, ones), y), b.op("MatMul", b.op("Mul", ones, a), y), b.op("MatMul", ones, y)]
+    return mark_structured_masks(b.out(*outs)), ["structure"]
+
+
+@case("identity-kron-product", "product-by-kron-identity")
+def _identity_kron_products(rng):
+    """kron(I_k, A) X and Y kron(A, I_k) as torch.kron decomposes (the factors reshaped to [k, 1, k, 1] and
+    [1, n, 1, n], broadcast and multiplied, flattened), the identity a 0/1 float of a constant mask."""
+    b = B(rng)
+    k, n, d = b.dim(2, 4), b.dim(2, 4), b.dim()
+    eye = b.op("Where", b.g.param("eye", torch.eye(k, dtype=torch.bool)), b.g.fill(1.0, (k, k), F32),
+               b.g.fill(0.0, (k, k), F32))
+    a = b.x("a", n, n)
+
+    def kron(first, second, p, q):  # p x p and q x q factors
+        box = (p, q, p, q)
+        left = b.op("Expand", b.op("Reshape", first, attrs=[(p, 1, p, 1)]), attrs=[box])
+        right = b.op("Expand", b.op("Reshape", second, attrs=[(1, q, 1, q)]), attrs=[box])
+        return b.op("Reshape", b.op("Mul", left, right), attrs=[(p * q, p * q)])
+    outs = [b.op("MatMul", kron(eye, a, k, n), b.x("x", k * n, d)),
+            b.op("MatMul", b.x("y", d, n * k), kron(a, eye, n, k))]
+    return mark_structured_masks(b.out(*outs)), ["structure"]
+
+
 @case("difference-of-running-sum")
 def _running_sum_differences(rng):
     b = B(rng)

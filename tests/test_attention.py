@@ -270,7 +270,8 @@ def test_constant_masks_are_marked_by_value(sq, sk):
 
 
 def test_constants_that_are_not_applied_as_masks_are_not_evaluated(monkeypatch):
-    """A weight read by a product (here through a scaling) is no mask candidate: nothing is computed."""
+    """A weight read by a product through a scaling is no mask candidate: nothing is computed (the weight
+    itself, at hand, is looked at for a band and is none)."""
     from eqiforge.frontend import masks
     from eqiforge.ir import Graph
     g = Graph()

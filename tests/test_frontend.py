@@ -297,11 +297,33 @@ def test_identity_masks_are_marked_by_value():
 
     def facts(program):
         graph = capture(program, (torch.randn(6, 6),)).graph
-        return sorted(f for i, fs in graph.facts.items() for f in fs if i in graph.live_nodes())
+        return sorted((f for i, fs in graph.facts.items() for f in fs if i in graph.live_nodes()), key=str)
     assert facts(lambda x: torch.where(torch.eye(6, dtype=torch.bool), x, 0.0)) == [DIAG_MASK]
-    assert facts(lambda x: x * torch.eye(6)) == [DIAG_MASK]
+    assert facts(lambda x: x * torch.eye(6)) == [DIAG_MASK]  # the 0/1 float is no band: the diagonal alone
     assert facts(lambda x: x.masked_fill(~torch.eye(6, dtype=torch.bool), 0.0)) == [DIAG_MASK]
     assert facts(lambda x: x.masked_fill(torch.ones(6, 6, dtype=torch.bool).triu(1).tril(1), 0.0)) == []
+
+
+def test_band_masks_are_marked_by_value():
+    """A tridiagonal bool mask (where), a 0/1 float sliding window (a product by it, a mask multiplied in) are
+    bands with their offsets; a band wider than MAX_BAND_DIAGONALS, a dense weight and a band with a hole are
+    not."""
+    from eqiforge.frontend.masks import BAND_MASK, BAND_ONES, MAX_BAND_DIAGONALS
+
+    def facts(program, n=8):  # the band facts (a tril mask on the way is one too)
+        graph = capture(program, (torch.randn(n, n),)).graph
+        return [f for i, fs in graph.facts.items() for f in fs if i in graph.live_nodes() and isinstance(f, tuple)]
+    i = torch.arange(8)
+    assert facts(lambda a: torch.where((i[:, None] - i[None, :]).abs() <= 1, a, 0.0) @ a) == [(BAND_MASK, -1, 1)]
+    assert facts(lambda x: torch.ones(8, 8).tril().triu(-3) @ x) == [(BAND_ONES, -3, 0)]
+    assert facts(lambda a: (a * torch.ones(8, 8).triu(-1).tril(2)) @ a) == [(BAND_ONES, -1, 2)]
+    wide = MAX_BAND_DIAGONALS // 2 + 1
+    assert facts(lambda x: torch.ones(80, 80).tril(wide).triu(-wide) @ x, n=80) == []
+    holed = torch.ones(8, 8).tril(1).triu(-1)
+    holed[3, 4] = 0.0
+    assert facts(lambda x: holed @ x) == []
+    weight = torch.randn(8, 8)
+    assert facts(lambda x: weight @ x) == []
 
 
 @pytest.mark.parametrize("index", [(Ellipsis, slice(None, None, 2)), (Ellipsis, slice(1, None, 2)),

@@ -57,7 +57,8 @@ class Device:
 
 
 #: op kinds, and kernel ops by what they compute, by the class of traffic a plan-level fit gives one bandwidth
-MEMORY_CLASSES = {**dict.fromkeys(("binary", "unary", "cast", "compare", "where", "PointwiseK"), "elementwise"),
+MEMORY_CLASSES = {**dict.fromkeys(("binary", "unary", "cast", "compare", "where", "band", "PointwiseK"),
+                                   "elementwise"),
                   **dict.fromkeys(("reduce", "scan", "pool", "RowReduceK"), "reduction"),
                   **dict.fromkeys(("matmul", "GemmK", "AttentionK"), "contraction"), "conv": "conv"}
 

@@ -36,6 +36,10 @@ def node_features(op_name: str, in_shapes, in_dtypes, out_shape, dtype: str, fol
     flops = op.flops(list(in_shapes), out_shape)
     if op.kind == "kernel":
         read, flops = _kernel_work(op_name, in_shapes, read, out_shape, attrs)
+    if op.kind == "band":  # the band's diagonals are read, not the whole operand
+        diagonals = ops.band_diagonals(in_shapes[0], *attrs)
+        flops = 2.0 * ops.numel(out_shape) * diagonals
+        read = [ops.numel(out_shape[:-1]) * diagonals * ops.dtype_size(in_dtypes[0]), *read[1:]]
     traffic = sum(read) + ops.numel(out_shape) * ops.dtype_size(dtype)
     return NodeFeatures(op_name, op.kind, in_shapes, tuple(out_shape), dtype, flops, float(traffic), op.is_view(),
                         folded, tuple(attrs))

@@ -113,6 +113,8 @@ class RooflinePrior:
         host = dev.view_us * 1e-6 if self.kernels and f.kind != "kernel" else 0.0  # PyTorch dispatch
         if f.kind == "conv":  # a library convolution's own host work, as the program's calls pay it (as_written)
             host += dev.figure("conv_call_us") * 1e-6
+        if f.kind == "band":  # one multiply-add call per diagonal, each with three views
+            host += ops.band_diagonals(f.in_shapes[0], *f.attrs) * (dev.launch_us + 3 * dev.view_us) * 1e-6
         return dev.launch_us * 1e-6 + max(compute, memory) + host
 
     def _gemm_kernel_seconds(self, f: NodeFeatures, memory: float) -> float:

@@ -83,6 +83,11 @@ def node_expr(graph: Graph, i: int):
     return op_call(n.op, [var(node_name(j)) for j in n.inputs], n.attrs)
 
 
+def _as_tuple(fact) -> tuple:
+    """A fact as (relation, its integer arguments after the node): a bare name has none."""
+    return (fact,) if isinstance(fact, str) else tuple(fact)
+
+
 def encode(graph: Graph) -> list:
     """Commands that add ``graph`` to an e-graph holding the schema."""
     cmds = []
@@ -94,8 +99,9 @@ def encode(graph: Graph) -> list:
             me = [var(node_name(i))]
             cmds.append(eb.ActionCommand(eb.Set(SPAN, "shape", me, lit("dims", n.shape))))
             cmds.append(eb.ActionCommand(eb.Set(SPAN, "dtype", me, lit("str", n.dtype))))
-        cmds += [eb.ActionCommand(eb.Expr_(SPAN, eb.Call(SPAN, fact, [var(node_name(i))])))
-                 for fact in graph.facts.get(i, ())]
+        cmds += [eb.ActionCommand(eb.Expr_(SPAN, eb.Call(SPAN, fact[0], [var(node_name(i))]
+                                                         + [lit("i64", v) for v in fact[1:]])))
+                 for fact in map(_as_tuple, graph.facts.get(i, ()))]
     for k, o in enumerate(graph.outputs):
         cmds.append(eb.ActionCommand(eb.Let(SPAN, output_name(k), var(node_name(o)))))
     return cmds

@@ -174,7 +174,7 @@ def term_datatype() -> str:
 ELEMENTWISE_KINDS = ("unary", "binary", "compare", "where")
 #: an algebra op's dtype by its kind: an operand's (a0 the first), or a constant
 DTYPE_OF = {"unary": "a0", "binary": "a0", "movement": "a0", "matmul": "a0", "reduce": "a0", "scan": "a0",
-            "conv": "a0", "pool": "a0", "where": "a1", "compare": '"bool"'}
+            "band": "a0", "conv": "a0", "pool": "a0", "where": "a1", "compare": '"bool"'}
 
 
 def analysis_rules() -> str:

@@ -54,8 +54,8 @@ TABLE: tuple[Coverage, ...] = (
         ["MatMul"], ["matmul", "reshape"], "lowered to a product of reshaped operands"),
     _ir("outer", "contraction", torch.outer, ((5,), (6,)), ["Mul", "Expand"], ["broadcast", "reduction"],
         "a product of broadcasts: a product after it or a sum over it is a contraction"),
-    _ir("kron", "contraction", torch.kron, ((2, 3), (3, 2)), ["Mul", "Expand", "Reshape"], ["broadcast"],
-        "a broadcast product reshaped; no rule yet sees kron(I, A) as a block-diagonal product"),
+    _ir("kron", "contraction", torch.kron, ((2, 3), (3, 2)), ["Mul", "Expand", "Reshape"], ["broadcast", "structure"],
+        "a broadcast product reshaped; a product by kron(I, A) or kron(A, I) is a batched product by A"),
     # structure: diagonals, identities, masks
     _ir("diagonal, trace, diag (of a matrix)", "structure", torch.trace, (SQ,), ["Diagonal", "Sum"],
         ["structure", "reduction"], "Diagonal: the diagonal of the last two dims, a view"),
@@ -65,9 +65,10 @@ TABLE: tuple[Coverage, ...] = (
         ["Eq", "Where", "MatMul"], ["structure"], "a diagonal mask over a broadcast vector"),
     _ir("where, masked_fill (constant masks)", "structure",
         lambda x: x.masked_fill(~torch.eye(6, dtype=torch.bool), 0.0), (SQ,), ["Where", "Not"],
-        ["structure", "attention"], "causal and diagonal masks are recognised by value"),
-    _ir("tril, triu", "structure", torch.tril, (SQ,), ["Where", "Le"], ["attention"],
-        "index comparisons and a Where; only causal masks (attention) are used by rules yet"),
+        ["structure", "attention"], "causal, diagonal, triangular and banded masks are recognised by value"),
+    _ir("tril, triu", "structure", torch.tril, (SQ,), ["Where", "Le"], ["structure", "attention"],
+        "index comparisons and a Where; a product by a triangle of ones is a running sum, by a band (tril of "
+        "triu) one multiply-add per diagonal or a sliding-window sum (BandMatMul, WindowSum)"),
     # reductions
     _ir("sum, mean", "reduction", lambda x: x.mean(dim=1), (M,), ["Sum", "Mul"],
         ["reduction", "broadcast", "concat"]),

@@ -846,15 +846,17 @@ def _rewritable(b: _Builder, a: Value):
 
 def _structured(b: _Builder, a: Value):
     """Algebra that hides behind masks, broadcasts and reorderings (rules/structure.egg, reduction.egg,
-    reorder.egg): products by diagonal or triangular masked matrices, traces of products, broadcast products
-    summed, squared distances, running-sum differences, reductions of sorted, rolled or flipped values."""
+    reorder.egg): products by diagonal, triangular or banded masked matrices, by a band of ones and by
+    kron(I, S), traces of products, broadcast products summed, squared distances, running-sum differences,
+    reductions of sorted, rolled or flipped values."""
     if len(a.shape) < 2:
         return None
     rank, (n, k) = len(a.shape), a.shape[-2:]
     like = f"dtype={a.name}.dtype"
     eye = f"torch.eye({n}, {like})"
     form = b.rng.choice(("diag_embed", "eye product", "masked diagonal", "trace", "running sum", "causal ones",
-                         "broadcast contraction", "distances", "cumsum diff", "reordered sum"))
+                         "broadcast contraction", "distances", "cumsum diff", "reordered sum", "band", "window",
+                         "kron identity"))
     if form == "diag_embed":
         v = b.tensor(a.shape[:-1], a.dtype)
         return b.emit("structured", f"torch.diag_embed({v.name}) @ {a.name}", a.shape, a.dtype, a.mag * v.mag)
@@ -869,6 +871,18 @@ def _structured(b: _Builder, a: Value):
         t = b.tensor((k, n), a.dtype, scale=round(k ** -0.5, 3))
         square = f"{a.name}.reshape(-1, {n}, {k})[0]" if rank > 2 else a.name
         return b.emit("structured", f"torch.trace({square} @ {t.name})", (), a.dtype, a.mag * t.mag * n * k ** 0.5)
+    if form == "band":  # a tridiagonal part of a matrix (where of a constant band mask)
+        s = b.tensor((n, n), a.dtype)
+        band = f"torch.ones({n}, {n}, dtype=torch.bool).triu(-1).tril(1)"
+        return b.emit("structured", f"torch.where({band}, {s.name}, 0.0) @ {a.name}", a.shape, a.dtype,
+                      3 * a.mag * s.mag)
+    if form == "window":  # a sliding-window sum of three rows, as a product by a band of ones
+        return b.emit("structured", f"torch.ones({n}, {n}, {like}).tril().triu(-2) @ {a.name}", a.shape, a.dtype,
+                      3 * a.mag)
+    if form == "kron identity" and n % 2 == 0:  # a block-diagonal product: kron(I_2, S) @ a
+        s = b.tensor((n // 2, n // 2), a.dtype)
+        return b.emit("structured", f"torch.kron(torch.eye(2, {like}), {s.name}) @ {a.name}", a.shape, a.dtype,
+                      a.mag * s.mag * n // 2)
     if form in ("running sum", "causal ones"):
         lower = (f"torch.ones({n}, {n}, {like}).tril()" if form == "running sum" else
                  f"torch.where(torch.ones({n}, {n}, dtype=torch.bool).triu(1), 0.0, 1.0).to({a.name}.dtype)")

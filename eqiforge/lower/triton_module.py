@@ -121,6 +121,7 @@ def generate(plan: Plan, input_names: list[str], title: str = "a program", bound
               f'Generated code: imports only torch and triton. Call forward({", ".join(w.inputs + ["params"])}) '
               f'with params a dict of tensors.\n"""\n')
     forward = w.function("forward", w.inputs + ["params", "externs=None"])
-    parts = w.kernel_sources + ([semantics_source()] if gen.fallbacks else [])
+    banded = any(plan.graph.nodes[i].op == "BandMatMul" for i in plan.graph.live_nodes())  # band_matmul
+    parts = w.kernel_sources + ([semantics_source()] if gen.fallbacks or banded else [])
     gen.source = header + PRELUDE + "\n\n" + "\n\n".join(parts) + "\n\n" + "\n".join(forward) + "\n"
     return gen
