@@ -245,18 +245,18 @@ class _TorchWriter(PlanWriter):
 
     def _reshape_source(self, j: int) -> tuple[str, tuple]:
         """(the variable, its shape) that node ``j`` is a reshape of, back through the chain of reshapes
-        that made it; a view made once at module level is its own source."""
-        while j not in self.constant_nodes:
+        that made it, stopping at a value with a 1-D, 0-d or unit-dim-less form (that form) or a view made
+        once at module level (itself)."""
+        while True:
             if j in self.scalars:
                 return self.scalars[j], ()
             if j in self.vectors:
                 return self.vectors[j][0], (max(self.graph.nodes[j].shape),)
             if j in self.unshaped:
                 return self.unshaped[j]
-            if not self._is_reshape(self.graph.nodes[j]):
-                break
+            if j in self.constant_nodes or not self._is_reshape(self.graph.nodes[j]):
+                return self.operand(j), tuple(self.graph.nodes[j].shape)
             j = self.graph.nodes[j].inputs[0]
-        return self.operand(j), tuple(self.graph.nodes[j].shape)
 
     def folded_matmul(self, n) -> str:
         """A batch of rows times one matrix ([..., M, K] @ [K, N], the matrix as is or expanded over the
