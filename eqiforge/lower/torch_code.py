@@ -238,10 +238,15 @@ class _TorchWriter(PlanWriter):
         name, shape = self._reshape_source(n.inputs[0])
         if len(n.shape) == 2 and 1 in n.shape and len(shape) == 1:
             self.vectors[i] = (name, n.shape.index(1))  # a 1-D value as a [k, 1] or [1, k] matrix
-        if tuple(shape) == tuple(n.shape) and (GENERATED_VAR.fullmatch(name) or i not in self.graph.outputs):
-            self.names[i] = name  # an output is never an input or parameter itself
+        if tuple(shape) == tuple(n.shape) and (i not in self.graph.outputs or self._computed_per_call(name)):
+            self.names[i] = name  # an output is never an input, a parameter or a view made once of one
             return None
         return f"{name}.reshape({tuple(n.shape)})"
+
+    def _computed_per_call(self, name: str) -> bool:
+        """Whether the variable ``name`` is computed by the plan's body (not an input, parameter or view of
+        one made at module level)."""
+        return bool(GENERATED_VAR.fullmatch(name)) and not any(h.startswith(f"{name} = ") for h in self.hoisted)
 
     def _reshape_source(self, j: int) -> tuple[str, tuple]:
         """(the variable, its shape) that node ``j`` is a reshape of, back through the chain of reshapes
