@@ -372,6 +372,24 @@ def _shifted_softmax(rng):
     return b.out(*outs), ["softmax"]
 
 
+@case("logsumexp-shift-out", "logsumexp-shift-out-swapped", "logsumexp-of-broadcast")
+def _logsumexps_of_broadcast_sums(rng):
+    """logsumexp over rows of a column plus a row broadcast (either order), as PyTorch decomposes it: the
+    guarded row max subtracted before exp, added after log, the kept dim reshaped away."""
+    b = B(rng)
+    m, n = b.dim(), b.dim()
+    col = b.op("Expand", b.x("u", m, 1), attrs=[(m, n)])
+    row = b.op("Expand", b.x("v", 1, n), attrs=[(m, n)])
+
+    def logsumexp(x):
+        top = b.op("Amax", x, attrs=[(1,)])
+        infinite = b.op("Eq", b.op("Abs", top), b.g.fill(float("inf"), (m, 1), F32))
+        shift = b.op("Where", infinite, b.g.fill(0.0, (m, 1), F32), top)
+        total = b.op("Sum", b.op("Exp", b.op("Sub", x, b.op("Expand", shift, attrs=[(m, n)]))), attrs=[(1,)])
+        return b.op("Add", b.op("Log", b.op("Reshape", total, attrs=[(m,)])), b.op("Reshape", shift, attrs=[(m,)]))
+    return b.out(logsumexp(b.op("Add", col, row)), logsumexp(b.op("Add", row, col))), ["softmax"]
+
+
 @case("row-division-after-matmul", "row-scale-after-matmul")
 def _normalised_product(rng):
     b = B(rng)

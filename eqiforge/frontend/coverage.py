@@ -75,7 +75,8 @@ TABLE: tuple[Coverage, ...] = (
     _ir("amax, amin, max/min over a dim (values)", "reduction", lambda x: x.max(dim=1).values, (M,),
         ["Amax"], ["reduction", "softmax"], "the indices, when read, stay a PyTorch call"),
     _ir("logsumexp", "reduction", lambda x: torch.logsumexp(x, dim=1), (M,), ["Amax", "Exp", "Sum", "Log"],
-        ["reduction", "softmax"], "decomposed with its max shift"),
+        ["reduction", "softmax"], "decomposed with its max shift; a term constant along the dim comes out, and a "
+        "broadcast's logsumexp is computed once"),
     _ir("norm, linalg.vector_norm", "reduction", lambda x: x.norm(dim=1), (M,), ["Sum", "Sqrt"],
         ["reduction"], "orders 2, 1, inf, -inf and p > 0; order 0 (a count) stays a PyTorch call"),
     _ir("var, std, var_mean", "reduction", lambda x: x.var(dim=1), (M,), ["Sum", "Sub", "Div"], ["composite"]),
