@@ -888,14 +888,15 @@ def _structured(b: _Builder, a: Value):
                  f"torch.where(torch.ones({n}, {n}, dtype=torch.bool).triu(1), 0.0, 1.0).to({a.name}.dtype)")
         return b.emit("structured", f"{lower} @ {a.name}", a.shape, a.dtype, a.mag * n)
     d = _dim(b, rank)
-    if form == "cumsum diff" and a.shape[d] >= 2:
+    at = d % rank  # the dim's index in a.shape (d may count from the end)
+    if form == "cumsum diff" and a.shape[at] >= 2:
         return b.emit("structured", f"torch.diff(torch.cumsum({a.name}, {d}), dim={d})",
-                      a.shape[:d] + (a.shape[d] - 1,) + a.shape[d + 1:], a.dtype, 2 * a.mag * a.shape[d])
+                      a.shape[:at] + (a.shape[at] - 1,) + a.shape[at + 1:], a.dtype, 2 * a.mag * a.shape[at])
     if form == "reordered sum":
         reordered = b.rng.choice((f"torch.sort({a.name}, dim={d}).values", f"torch.roll({a.name}, 1, {d})",
                                   f"{a.name}.flip({d}).flip({d})", f"torch.flip({a.name}, ({d},))"))
-        reduced = a.shape[:d] + (1,) + a.shape[d + 1:]
-        return b.emit("structured", f"{reordered}.sum({d}, keepdim=True)", reduced, a.dtype, a.mag * a.shape[d])
+        reduced = a.shape[:at] + (1,) + a.shape[at + 1:]
+        return b.emit("structured", f"{reordered}.sum({d}, keepdim=True)", reduced, a.dtype, a.mag * a.shape[at])
     if rank != 2:
         return None
     w = b.tensor((b.size(), k), a.dtype)
