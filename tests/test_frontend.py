@@ -304,6 +304,13 @@ def test_identity_masks_are_marked_by_value():
     assert facts(lambda x: x.masked_fill(torch.ones(6, 6, dtype=torch.bool).triu(1).tril(1), 0.0)) == []
 
 
+def test_block_diag_is_concatenations_not_a_call():
+    """block_diag decomposes to cats that include empty pieces; those add nothing, so the blocks are Concats
+    of the operands and zero fills the rules can see, not one opaque call."""
+    cap = check(lambda x, w: x @ torch.block_diag(w, 2 * w, w), torch.randn(4, 9), torch.randn(3, 2))
+    assert "Extern" not in cap.graph.op_counts() and "Concat" in cap.graph.op_counts()
+
+
 def test_band_masks_are_marked_by_value():
     """A tridiagonal bool mask (where), a 0/1 float sliding window (a product by it, a mask multiplied in) are
     bands with their offsets; a band wider than MAX_BAND_DIAGONALS, a dense weight and a band with a hole are
@@ -350,11 +357,14 @@ def test_arithmetic_on_one_element_constants_is_a_fill():
 
 
 def test_empty_tensors_and_int_bitwise_ops_stay_externs():
+    """An op with an empty operand or result stays a call (the IR has no empty tensors), but a cat leaves
+    its empty pieces out: it is its other pieces, and the empty slice no longer runs."""
     def f(x):
-        return torch.cat([x, x[:, :0]], 1) * 2, (x.int() & 3).float() + x
+        return torch.cat([x, x[:, :0]], 1) * 2, (x.int() & 3).float() + x, x[:, :0] + 1
     cap = check(f, torch.randn(3, 4))
     assert sorted(c.label for c in cap.graph.externs.values()) == [
-        "aten.bitwise_and.Scalar", "aten.cat.default", "aten.slice.Tensor"]
+        "aten.add.Tensor", "aten.bitwise_and.Scalar", "aten.slice.Tensor"]
+    assert "Concat" not in cap.graph.op_counts()
 
 
 def test_multiple_outputs_tuple_and_dict():

@@ -563,13 +563,18 @@ def transpose(b: Builder, a: Args, out: Meta) -> Ref:
 
 
 def cat(b: Builder, a: Args, out: Meta) -> Ref:
-    """n-ary ``cat`` as a left-nested chain of binary Concats (operands cast to the result dtype)."""
+    """n-ary ``cat`` as a left-nested chain of binary Concats (operands cast to the result dtype); operands
+    empty along the dim add nothing and are left out (``block_diag`` decomposes to cats with such pieces)."""
     dim = norm_dim(a["dim"], len(out.shape))
-    parts = [b.cast(t, out.dtype) for t in a["tensors"]]
+    tensors = [t for t in a["tensors"] if len(t.shape) != len(out.shape) or t.shape[dim] != 0] or a["tensors"][:1]
+    parts = [b.cast(t, out.dtype) for t in tensors]
     result = parts[0]
     for part in parts[1:]:
         result = b.op("Concat", result, part, attrs=(dim,))
     return result
+
+
+cat.drops_empty_operands = True  # the IR has no empty tensors: this builder never reads one
 
 
 def split(b: Builder, a: Args, out: tuple) -> tuple:

@@ -195,6 +195,7 @@ class _Converter:
         if builder is not None:
             args = bind(node.target, *fx.node.map_arg((node.args, node.kwargs), lambda a: self._operand(node, a)))
             refs = [v for v in pytree.tree_leaves(args) if isinstance(v, Ref)]
+            refs = [] if getattr(builder, "drops_empty_operands", False) else refs
             if all(0 not in m.shape for m in _metas(_read(node, out)) + refs):  # the IR has no empty tensors
                 try:
                     value = builder(self.builder, args, out)
