@@ -309,6 +309,9 @@ def test_block_diag_is_concatenations_not_a_call():
     of the operands and zero fills the rules can see, not one opaque call."""
     cap = check(lambda x, w: x @ torch.block_diag(w, 2 * w, w), torch.randn(4, 9), torch.randn(3, 2))
     assert "Extern" not in cap.graph.op_counts() and "Concat" in cap.graph.op_counts()
+    # a cache that starts as a legacy empty 1-D tensor, concatenated with a 4-d one
+    cap = check(lambda k: torch.cat([torch.empty(0), k], dim=2) * 2, torch.randn(2, 3, 4, 5))
+    assert "Extern" not in cap.graph.op_counts() and "Concat" not in cap.graph.op_counts()
 
 
 def test_band_masks_are_marked_by_value():

@@ -563,10 +563,11 @@ def transpose(b: Builder, a: Args, out: Meta) -> Ref:
 
 
 def cat(b: Builder, a: Args, out: Meta) -> Ref:
-    """n-ary ``cat`` as a left-nested chain of binary Concats (operands cast to the result dtype); operands
-    empty along the dim add nothing and are left out (``block_diag`` decomposes to cats with such pieces)."""
+    """n-ary ``cat`` as a left-nested chain of binary Concats (operands cast to the result dtype); empty
+    operands add nothing and are left out (``block_diag`` decomposes to cats with pieces empty along the dim,
+    and a cache starts as a legacy empty 1-D tensor)."""
     dim = norm_dim(a["dim"], len(out.shape))
-    tensors = [t for t in a["tensors"] if len(t.shape) != len(out.shape) or t.shape[dim] != 0] or a["tensors"][:1]
+    tensors = [t for t in a["tensors"] if 0 not in t.shape]
     parts = [b.cast(t, out.dtype) for t in tensors]
     result = parts[0]
     for part in parts[1:]:
