@@ -66,15 +66,19 @@ def attention(q, k, v, scale, causal, k_transposed, bias, compute):
 def band_matmul(w, x, lo, hi):
     """(``w`` restricted to its band ``lo <= j - i <= hi`` on the last two dims) @ ``x``, one diagonal at a
     time: out[..., i, :] += w[..., i, i + k] * x[..., i + k, :] for each offset k, ``hi - lo + 1`` fused
-    multiply-adds over the rows instead of a dense product's ``m`` (a tridiagonal or sliding-window matrix)."""
+    multiply-adds over the rows instead of a dense product's ``m`` (a tridiagonal or sliding-window matrix).
+    Half-precision operands accumulate in float32, as PyTorch's matmul does."""
     n, m = w.shape[-2:]
+    dtype = torch.result_type(w, x)
+    if dtype in (torch.float16, torch.bfloat16):
+        return band_matmul(w.float(), x.float(), lo, hi).to(dtype)
     offsets = range(max(lo, 1 - n), min(hi, m - 1) + 1)
     if n == m and 0 in offsets:  # the main diagonal covers every row: its product starts the sum
         out = torch.diagonal(w, 0, -2, -1).unsqueeze(-1) * x
         offsets = [k for k in offsets if k != 0]
     else:
-        out = torch.zeros(*torch.broadcast_shapes(w.shape[:-2], x.shape[:-2]), n, x.shape[-1],
-                          dtype=torch.result_type(w, x), device=x.device)
+        out = torch.zeros(*torch.broadcast_shapes(w.shape[:-2], x.shape[:-2]), n, x.shape[-1], dtype=dtype,
+                          device=x.device)
     for k in offsets:
         diagonal = torch.diagonal(w, k, -2, -1).unsqueeze(-1)
         first, rows = max(0, -k), diagonal.shape[-2]

@@ -357,3 +357,32 @@ def test_a_fused_kernel_stores_in_its_nodes_dtype_whatever_its_first_operand():
     assert got.dtype == torch.int64 and torch.equal(got, want)
     [out] = TorchPlan(to_torch_code(g, ["x"]))(value)
     assert out.dtype == torch.int64 and torch.equal(out, want)
+
+
+def _tridiagonal_product(a, x):
+    return torch.where(torch.ones(1024, 1024, dtype=torch.bool).triu(-1).tril(1), a, 0.0) @ x
+
+
+def _window_sum(x):
+    return torch.ones(1024, 1024, dtype=x.dtype).tril().triu(-2) @ x
+
+
+@pytest.mark.parametrize("backend", ["torch", "triton", "inductor"])
+def test_banded_products_read_the_band_on_every_backend(backend):
+    """A tridiagonal part of a matrix times x is a BandMatMul, a band of ones around the diagonal a WindowSum;
+    each backend runs them (the triton module carries band_matmul's source) and matches eager."""
+    a, x = torch.randn(1024, 1024), torch.randn(1024, 32)  # sizes where reading the band pays
+    for fn, inputs, op in ((_tridiagonal_product, (a, x), "BandMatMul"), (_window_sum, (x,), "WindowSum")):
+        opt = check(fn, inputs, backend=backend, measure="never")
+        g = opt.plan.graph
+        assert op in {g.nodes[i].op for i in g.live_nodes()} and "MatMul" not in {g.nodes[i].op for i in g.live_nodes()}
+
+
+def test_a_band_product_in_half_precision_accumulates_in_float32():
+    """band_matmul of bfloat16 operands sums in float32 and rounds once, as the dense product does."""
+    from eqiforge.kernel_semantics import band_matmul
+    a, x = torch.randn(64, 64).bfloat16(), torch.randn(64, 8).bfloat16()
+    band = torch.ones(64, 64, dtype=torch.bool).triu(-20).tril(20)
+    want = torch.where(band, a, 0.0).float() @ x.float()
+    got = band_matmul(a, x, -20, 20)
+    assert got.dtype == torch.bfloat16 and torch.equal(got, want.bfloat16())
