@@ -67,11 +67,11 @@ def band_matmul(w, x, lo, hi):
     """(``w`` restricted to its band ``lo <= j - i <= hi`` on the last two dims) @ ``x``, one diagonal at a
     time: out[..., i, :] += w[..., i, i + k] * x[..., i + k, :] for each offset k, ``hi - lo + 1`` fused
     multiply-adds over the rows instead of a dense product's ``m`` (a tridiagonal or sliding-window matrix).
-    Half-precision operands accumulate in float32, as PyTorch's matmul does."""
+    Half-precision operands accumulate in single precision, as PyTorch's matmul does."""
     n, m = w.shape[-2:]
     dtype = torch.result_type(w, x)
-    if dtype in (torch.float16, torch.bfloat16):
-        return band_matmul(w.float(), x.float(), lo, hi).to(dtype)
+    if dtype.is_floating_point and dtype.itemsize < 4:  # summed in single precision, rounded once
+        return band_matmul(w.to(torch.float), x.to(torch.float), lo, hi).to(dtype)
     offsets = range(max(lo, 1 - n), min(hi, m - 1) + 1)
     if n == m and 0 in offsets:  # the main diagonal covers every row: its product starts the sum
         out = torch.diagonal(w, 0, -2, -1).unsqueeze(-1) * x
