@@ -614,6 +614,17 @@ def _broadcast_row_product(rng):
     return b.out(b.op("MatMul", rows, b.x("w", 2, k, n))), ["broadcast"]
 
 
+@case("product-of-constant-rows", "product-by-equal-rows")
+def _constant_row_products(rng):
+    """A column broadcast along the rows times a matrix, and a matrix times a row broadcast down the rows."""
+    b = B(rng)
+    m, k, n = b.dim(), b.dim(), b.dim()
+    constant_rows = b.op("Expand", b.x("column", m, 1), attrs=[(m, k)])
+    equal_rows = b.op("Expand", b.x("row", 1, n), attrs=[(k, n)])
+    return b.out(b.op("MatMul", constant_rows, b.x("w", k, n)), b.op("MatMul", b.x("x", m, k), equal_rows)), \
+        ["broadcast"]
+
+
 @case("expand-out-of-matmul-right")
 def _broadcast_column_product(rng):
     b = B(rng)
@@ -929,10 +940,10 @@ def _broadcast_contractions(rng):
 
 
 @case("sum-of-outer-product", "sum-of-outer-product-swapped", "sum-all-through-matmul", "sum-split-two",
-      "sum-batch-through-broadcast-matmul-right", "sum-batch-through-broadcast-matmul-left")
+      "sum-batch-through-broadcast-matmul-right", "sum-batch-through-broadcast-matmul-left", "total-of-partial-sums")
 def _summed_outer_products(rng):
-    """Totals of outer products (broadcast and as a product), and a batch of products sharing one matrix,
-    summed over the batch."""
+    """Totals of outer products (broadcast and as a product), a batch of products sharing one matrix,
+    summed over the batch, and the total of a matrix's row or column sums."""
     b = B(rng)
     batch, n, m, k = 2, b.dim(), b.dim(), b.dim()
     p = b.op("Expand", b.x("u", batch, n, 1), attrs=[(batch, n, m)])
@@ -943,7 +954,8 @@ def _summed_outer_products(rng):
             b.op("Sum", b.op("MatMul", b.x("c", batch, n, k), b.x("d", batch, k, m)), attrs=[(1, 2)]),
             b.op("Sum", b.op("MatMul", x, shared), attrs=[(0,)]),
             b.op("Sum", b.op("MatMul", b.op("Expand", b.x("w2", 1, n, k), attrs=[(batch, n, k)]),
-                             b.x("y", batch, k, m)), attrs=[(0,)])]
+                             b.x("y", batch, k, m)), attrs=[(0,)]),
+            b.op("Sum", b.op("Sum", b.x("z", n, m), attrs=[(rng.randint(0, 1),)]), attrs=[(0, 1)])]
     return b.out(*outs), ["reduction"]
 
 
@@ -1093,9 +1105,10 @@ def _rolls_and_sorts(rng):
 
 @case("unit-swap-is-reshape-2", "unit-swap-is-reshape-3-first", "unit-swap-is-reshape-3-last",
       "unit-swap-is-reshape-4-first", "unit-swap-is-reshape-4-middle", "unit-swap-is-reshape-4-last",
-      "sum-of-permute")
+      "sum-of-permute", "sum-of-transposed-input")
 def _unit_swaps(rng):
-    """Swaps of neighbouring dims where one is 1 (either one), and a sum of a permuted head split."""
+    """Swaps of neighbouring dims where one is 1 (either one), a sum of a permuted head split, and a sum of
+    a transposed input along either dim."""
     b = B(rng)
     n, m = b.dim(), b.dim()
 
@@ -1109,6 +1122,7 @@ def _unit_swaps(rng):
         outs.append(b.op("Exp", b.op("Permute", b.x(f"x{len(outs)}", *shape), attrs=[perm])))
     heads = b.op("Reshape", b.x("y", n, m * 3), attrs=[(n, m, 3)])
     outs.append(b.op("Sum", b.op("Permute", heads, attrs=[(2, 0, 1)]), attrs=[(rng.randint(0, 2),)]))
+    outs.append(b.op("Sum", b.op("Permute", b.x("z", n, m), attrs=[(1, 0)]), attrs=[(rng.randint(0, 1),)]))
     return b.out(*outs), ["transpose"]
 
 
