@@ -178,6 +178,14 @@ def _diagonal(ins, _attrs) -> Shape:
     return s[:-2] + (min(s[-2:]), 1)
 
 
+def _block_diag(ins, _attrs) -> Shape:
+    (s,) = ins
+    if len(s) != 3:
+        raise ShapeError(f"BlockDiag takes a stack of blocks [h, d, k], got {s}")
+    h, d, k = s
+    return (h * d, h * k)
+
+
 def band_diagonals(w_shape: Shape, lo: int, hi: int) -> int:
     """How many diagonals of a [..., n, m] operand a BandMatMul with offsets lo..hi reads."""
     n, m = w_shape[-2:]
@@ -294,6 +302,10 @@ def diagonal(x):
 
 def flip(x, dims):
     return torch.flip(x, tuple(dims))
+
+
+def block_diag(stack):
+    return torch.block_diag(*stack.unbind(0))
 
 
 def window_sum(x, before, after):
@@ -542,6 +554,10 @@ OPS: dict[str, OpDef] = {o.name: o for o in [
     # the main diagonal of the last two dims as a column (keeps the rank): [..., n, m] -> [..., min(n, m), 1]
     _op("Diagonal", ("movement", 1), diagonal, {"view"}, shape=_diagonal,
         torch_src="torch.diagonal({0}, 0, -2, -1).unsqueeze(-1)"),
+    # the blocks of a stack [h, d, k] on the diagonal of an [h d, h k] matrix, zero elsewhere (torch.block_diag
+    # of equal blocks): a product by it is a batched product by the blocks
+    _op("BlockDiag", ("movement", 1), block_diag, frozenset(), shape=_block_diag,
+        torch_src="torch.block_diag(*{0}.unbind(0))"),
     # contraction and reductions
     _op("MatMul", ("matmul", 2), torch.matmul, frozenset(), shape=_matmul, torch_src="torch.matmul({0}, {1})"),
     # a product whose left operand is read on its band lo <= j - i <= hi alone (zero elsewhere, so its value is

@@ -267,6 +267,20 @@ def test_diagonals_and_identities_are_ir_ops(program, shape):
     assert "Extern" not in cap.graph.op_counts()
 
 
+@pytest.mark.parametrize("program,shapes,ops", [
+    (lambda w: torch.block_diag(*w.unbind(0)), [(3, 2, 4)], {"BlockDiag": 1}),
+    (lambda w: torch.block_diag(w, w, w), [(2, 3)], {"BlockDiag": 1, "Expand": 1}),
+    (lambda a, b: torch.block_diag(a, b, a), [(2, 2), (3, 1)], {"Concat": 6}),
+    (lambda a, v: torch.block_diag(a, v, v.sum(), a.double()), [(2, 3), (4,)], {"Concat": 9})],
+    ids=["stack", "repeated", "unequal", "vector-scalar-cast"])
+def test_block_diag_is_a_stack_of_equal_blocks_or_zero_padded_rows(program, shapes, ops):
+    """block_diag of blocks of one shape is one BlockDiag of their stack (a block repeated: its broadcast);
+    of blocks of several shapes (1-D ones as rows, a 0-d one as 1 x 1, dtypes promoted), rows of zero fills
+    and blocks; each equals eager's on fresh inputs."""
+    cap = check(program, *(torch.randn(s) for s in shapes))
+    assert {op: cap.graph.op_counts().get(op, 0) for op in ops} == ops and "Extern" not in cap.graph.op_counts()
+
+
 @pytest.mark.parametrize("program,externs", [
     (lambda x: x.max(dim=1).values, 0), (lambda x: torch.max(x, -1, keepdim=True)[0] * 2, 0),
     (lambda x: x.min(0).values, 0), (lambda x: x.max(1), 2), (lambda x: x.norm(dim=-1), 0),

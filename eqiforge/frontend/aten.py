@@ -578,6 +578,28 @@ def cat(b: Builder, a: Args, out: Meta) -> Ref:
 cat.drops_empty_operands = True  # the IR has no empty tensors: this builder never reads one
 
 
+def block_diag(b: Builder, a: Args, out: Meta) -> Ref:
+    """``block_diag``: blocks of one shape as one BlockDiag of their stack [h, d, k] (a block repeated: its
+    broadcast), so a product by the matrix can become a batched product by the blocks; blocks of several
+    shapes as ATen decomposes them, rows of zeros, a block, zeros (0-d and 1-D blocks are 1 x 1 and 1 x n)."""
+    blocks = [b.reshape(b.cast(t, out.dtype), (1,) * (2 - len(t.shape)) + t.shape) for t in a["tensors"]]
+    if len({t.shape for t in blocks}) == 1 and len(blocks) > 1:
+        d, k = blocks[0].shape
+        if len(set(blocks)) == 1:
+            stack = b.broadcast(b.reshape(blocks[0], (1, d, k)), (len(blocks), d, k))
+        else:
+            stack = cat(b, {"tensors": [b.reshape(t, (1, d, k)) for t in blocks], "dim": 0},
+                        Meta((len(blocks), d, k), out.dtype))
+        return b.op("BlockDiag", stack)
+    rows, before = [], 0
+    for t in blocks:
+        (r, c), after = t.shape, out.shape[1] - before - t.shape[1]
+        parts = [b.fill(0, (r, before), out.dtype)] * (before > 0) + [t] + [b.fill(0, (r, after), out.dtype)] * (after > 0)
+        rows.append(cat(b, {"tensors": parts, "dim": 1}, Meta((r, out.shape[1]), out.dtype)))
+        before += c
+    return cat(b, {"tensors": rows, "dim": 0}, out)
+
+
 def split(b: Builder, a: Args, out: tuple) -> tuple:
     """``split``/``split_with_sizes``/``chunk``/``unbind``: consecutive Slices whose sizes are read from the
     result metas; ``unbind`` pieces (one dim fewer) get a Reshape that drops the dim."""
@@ -760,7 +782,7 @@ TABLE: dict[Any, BuildFn] = {
                                         aten.squeeze, aten.flatten.using_ints, aten.unflatten.int)},
     aten.expand.default: expand,
     aten.permute: permute, aten.transpose.int: transpose, aten.t: transpose,
-    aten.cat: cat,
+    aten.cat: cat, aten.block_diag: block_diag,
     aten.split.Tensor: split, aten.split_with_sizes: split, aten.chunk: split, aten.unbind.int: split,
     aten.slice.Tensor: slice_, aten.select.int: select, aten.diagonal.default: diagonal,
     aten.flip.default: flip, aten.roll.default: roll, aten.repeat.default: repeat,
@@ -773,9 +795,11 @@ TABLE: dict[Any, BuildFn] = {
 }
 
 #: composites the generic core-ATen decompositions would break up although the IR has them whole: mv, dot,
-#: eye and roll (their decompositions use unsigned or gathered indices), and the op table's elementwise ops
-#: named by packet (silu, ...; popping one they lack is a no-op)
+#: eye and roll (their decompositions use unsigned or gathered indices), block_diag (its zero-padded rows
+#: hide the blocks), and the op table's elementwise ops named by packet (silu, ...; popping one they lack is
+#: a no-op)
 KEEP_WHOLE = (aten.mv.default, aten.dot.default, aten.eye.default, aten.eye.m, aten.roll.default,
+              aten.block_diag.default,
               *(t.default for t in ELEMENTWISE if isinstance(t, torch._ops.OpOverloadPacket)))
 
 

@@ -56,6 +56,9 @@ TABLE: tuple[Coverage, ...] = (
         "a product of broadcasts: a product after it or a sum over it is a contraction"),
     _ir("kron", "contraction", torch.kron, ((2, 3), (3, 2)), ["Mul", "Expand", "Reshape"], ["broadcast", "structure"],
         "a broadcast product reshaped; a product by kron(I, A) or kron(A, I) is a batched product by A"),
+    _ir("block_diag", "contraction", lambda w, x: x @ torch.block_diag(w, w), ((3, 2), (4, 6)), ["BlockDiag", "MatMul"],
+        ["structure", "transpose", "reshape"], "blocks of one shape: BlockDiag of their stack, and a product by it "
+        "is a batched product by the blocks (one 2-d product for a repeated block); other blocks: zero-padded rows"),
     # structure: diagonals, identities, masks
     _ir("diagonal, trace, diag (of a matrix)", "structure", torch.trace, (SQ,), ["Diagonal", "Sum"],
         ["structure", "reduction"], "Diagonal: the diagonal of the last two dims, a view"),
