@@ -1031,6 +1031,31 @@ def _identity_kron_products(rng):
     return mark_structured_masks(b.out(*outs)), ["structure"]
 
 
+@case("product-by-block-diagonal", "product-by-broadcast-block-diagonal", "block-diagonal-product")
+def _block_diagonal_products(rng):
+    """X blockdiag(W_g) for X of rank 2 and rank 3 (the block-diagonal matrix broadcast over the batch, as
+    the frontend writes matmul), and blockdiag(W_g) X."""
+    b = B(rng)
+    h, d, k, m, n = b.dim(2, 4), b.dim(), b.dim(), b.dim(), b.dim()
+    bd = b.op("BlockDiag", b.x("w", h, d, k))
+    batched = b.op("Expand", b.op("Reshape", bd, attrs=[(1, h * d, h * k)]), attrs=[(2, h * d, h * k)])
+    return b.out(b.op("MatMul", b.x("x", m, h * d), bd), b.op("MatMul", b.x("z", 2, m, h * d), batched),
+                 b.op("MatMul", bd, b.x("y", h * k, n))), ["structure"]
+
+
+@case("batch-permute-out-of-shared-product", "reshaped-rows-times-shared-matrix")
+def _shared_matrix_products(rng):
+    """A permuted batch, and a reshaped one, times one matrix broadcast over the batch."""
+    b = B(rng)
+    bt, m, k, n = b.dim(2, 4), b.dim(), b.dim(), b.dim()
+
+    def shared(batch):
+        return b.op("Expand", b.x(f"w{batch}", 1, k, n), attrs=[(batch, k, n)])
+    permuted = b.op("Permute", b.x("a", m, bt, k), attrs=[(1, 0, 2)])
+    reshaped = b.op("Reshape", b.x("x", m, bt * k), attrs=[(m, bt, k)])
+    return b.out(b.op("MatMul", permuted, shared(bt)), b.op("MatMul", reshaped, shared(m))), ["transpose", "reshape"]
+
+
 @case("difference-of-running-sum")
 def _running_sum_differences(rng):
     b = B(rng)
