@@ -5,6 +5,7 @@ every e-node numerically (eqiforge/egraph/soundness.py). Shapes are drawn from `
 """
 from __future__ import annotations
 
+import itertools
 import random
 
 import torch
@@ -1128,22 +1129,24 @@ def _rolls_and_sorts(rng):
     return b.out(*outs), ["reorder"]
 
 
-@case("unit-swap-is-reshape-2", "unit-swap-is-reshape-3-first", "unit-swap-is-reshape-3-last",
-      "unit-swap-is-reshape-4-first", "unit-swap-is-reshape-4-middle", "unit-swap-is-reshape-4-last",
-      "sum-of-permute", "sum-of-transposed-input")
-def _unit_swaps(rng):
-    """Swaps of neighbouring dims where one is 1 (either one), a sum of a permuted head split, and a sum of
-    a transposed input along either dim."""
+def _unit_permutes() -> list[tuple[int, ...]]:
+    return [p for r in (2, 3, 4) for p in itertools.permutations(range(r)) if p != tuple(range(r))]
+
+
+@case(*[f"unit-permute-is-reshape-{''.join(map(str, p))}" for p in _unit_permutes()], "sum-of-permute",
+      "sum-of-transposed-input")
+def _unit_permutes_and_permuted_sums(rng):
+    """Every permutation of rank 2-4 of a tensor whose swapped dims have a 1 in each pair (a random side),
+    a sum of a permuted head split, and a sum of a transposed input along either dim."""
     b = B(rng)
     n, m = b.dim(), b.dim()
-
-    def unit_first():
-        return rng.random() < 0.5
     outs = []
-    for perm, at in (((1, 0), 0), ((1, 0, 2), 0), ((0, 2, 1), 1), ((1, 0, 2, 3), 0), ((0, 2, 1, 3), 1),
-                     ((0, 1, 3, 2), 2)):
-        shape = [n, m, 3, 2][:len(perm)]
-        shape[at if unit_first() else at + 1] = 1
+    for perm in _unit_permutes():
+        shape = [b.dim(2, 4) for _ in perm]
+        for i, j in itertools.combinations(range(len(perm)), 2):
+            a, c = perm[i], perm[j]
+            if a > c and 1 not in (shape[a], shape[c]):
+                shape[rng.choice((a, c))] = 1
         outs.append(b.op("Exp", b.op("Permute", b.x(f"x{len(outs)}", *shape), attrs=[perm])))
     heads = b.op("Reshape", b.x("y", n, m * 3), attrs=[(n, m, 3)])
     outs.append(b.op("Sum", b.op("Permute", heads, attrs=[(2, 0, 1)]), attrs=[(rng.randint(0, 2),)]))

@@ -17,6 +17,8 @@ file's own rules).
 """
 from __future__ import annotations
 
+import itertools
+
 import os
 import re
 import shutil
@@ -250,13 +252,31 @@ def reorder_rules() -> str:
     return "\n".join(rules)
 
 
+def unit_permute_rules() -> str:
+    """A permute that moves unit dims alone (every pair of dims it swaps has a 1 in it) moves no element: it
+    is a reshape, and as a reshape it composes away with the reshapes around it (einsum, head splits and the
+    sum rules leave such permutes). One rule per permutation of rank 2-4, guarded on its inversions."""
+    rules = []
+    for rank in (2, 3, 4):
+        for perm in itertools.permutations(range(rank)):
+            swapped = [(perm[i], perm[j]) for i, j in itertools.combinations(range(rank), 2) if perm[i] > perm[j]]
+            if not swapped:
+                continue
+            guards = " ".join(f"(= 1 (min (vec-get sx {a}) (vec-get sx {b})))" for a, b in swapped)
+            rules.append(f'(rule ((= y (Permute x (vec-of {" ".join(map(str, perm))}))) (= sx (shape x)) {guards} '
+                         f'(= sy (shape y))) ((union y (Reshape x sy))) :name "unit-permute-is-reshape-'
+                         f'{"".join(map(str, perm))}")')
+    return "\n".join(rules)
+
+
 def rule_name(op: ops.OpDef) -> str:
     """A rule-name form of an op's name: its fused-expression name, else its name in lower case."""
     return op.epi or op.name.lower()
 
 
 #: rules generated from the op table, by the rule file they join (before the file's own)
-GENERATED = {"fusion": pointwise_rules, "broadcast": broadcast_rules, "reorder": reorder_rules}
+GENERATED = {"fusion": pointwise_rules, "broadcast": broadcast_rules, "reorder": reorder_rules,
+             "transpose": unit_permute_rules}
 
 
 def _generated(text: str) -> list:

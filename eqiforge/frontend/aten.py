@@ -129,8 +129,13 @@ class Builder:
         return x if x.shape == shape else self.op("Reshape", x, attrs=(shape,))
 
     def permute(self, x: Ref, perm) -> Ref:
+        """``x`` permuted; a permutation that moves unit dims alone (the others keep their order) is a
+        Reshape, so a chain of views around it composes into one reshape the rules see through."""
         perm = tuple(perm)
-        return x if perm == tuple(range(len(perm))) else self.op("Permute", x, attrs=(perm,))
+        moved = [d for d in perm if x.shape[d] != 1]
+        if moved == sorted(moved):
+            return self.reshape(x, tuple(x.shape[d] for d in perm))
+        return self.op("Permute", x, attrs=(perm,))
 
     def broadcast(self, x: Ref, shape) -> Ref:
         """``x`` broadcast to ``shape``: a Reshape adds the missing leading dims, an Expand grows size-1 dims.
