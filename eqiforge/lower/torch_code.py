@@ -332,10 +332,16 @@ class _TorchWriter(PlanWriter):
         batch, as the frontend writes F.linear) as one 2-D product, as F.linear computes it: ``torch.matmul``
         of an expanded matrix, or of a 3-D operand it cannot view as 2-D (a permuted activation), runs
         ``bmm`` on a CPU, a copy and a product per batch element: 1.2 ms against 0.1 ms in
-        nn.MultiheadAttention's in-projection of 256 tokens. ``reshape`` copies only what no view gives."""
+        nn.MultiheadAttention's in-projection of 256 tokens. ``reshape`` copies only what no view gives. A batch
+        of transposed matrices (its last two dims swapped) is the exception: ``torch.matmul`` runs it as
+        ``bmm`` of the transposed batch, no copy (8 x 256 x 256, times 256 x 8: 0.44 ms, reshaped 0.74 ms)."""
         a, b = n.inputs
         *lead, k = self.graph.nodes[a].shape
         matrix = self.operand(self._before_broadcast(b))
+        node = self.graph.nodes[a]
+        rank = len(node.shape)
+        if node.op == "Permute" and node.a.perm == (*range(rank - 2), rank - 1, rank - 2):
+            return f"torch.matmul({self.operand(a)}, {matrix})"
         return f"torch.matmul({self.operand(a)}.reshape(({math.prod(lead)}, {k})), {matrix}).reshape({tuple(n.shape)})"
 
     def broadcast_operands(self, n) -> list[str]:
