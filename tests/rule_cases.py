@@ -1129,11 +1129,11 @@ def _rolls_and_sorts(rng):
     return b.out(*outs), ["reorder"]
 
 
-def _unit_permutes() -> list[tuple[int, ...]]:
-    return [p for r in (2, 3, 4) for p in itertools.permutations(range(r)) if p != tuple(range(r))]
+def _nontrivial_permutes(*ranks) -> list[tuple[int, ...]]:
+    return [p for r in ranks for p in itertools.permutations(range(r)) if p != tuple(range(r))]
 
 
-@case(*[f"unit-permute-is-reshape-{''.join(map(str, p))}" for p in _unit_permutes()], "sum-of-permute",
+@case(*[f"unit-permute-is-reshape-{''.join(map(str, p))}" for p in _nontrivial_permutes(2, 3, 4)], "sum-of-permute",
       "sum-of-transposed-input")
 def _unit_permutes_and_permuted_sums(rng):
     """Every permutation of rank 2-4 of a tensor whose swapped dims have a 1 in each pair (a random side),
@@ -1141,7 +1141,7 @@ def _unit_permutes_and_permuted_sums(rng):
     b = B(rng)
     n, m = b.dim(), b.dim()
     outs = []
-    for perm in _unit_permutes():
+    for perm in _nontrivial_permutes(2, 3, 4):
         shape = [b.dim(2, 4) for _ in perm]
         for i, j in itertools.combinations(range(len(perm)), 2):
             a, c = perm[i], perm[j]
@@ -1152,6 +1152,40 @@ def _unit_permutes_and_permuted_sums(rng):
     outs.append(b.op("Sum", b.op("Permute", heads, attrs=[(2, 0, 1)]), attrs=[(rng.randint(0, 2),)]))
     outs.append(b.op("Sum", b.op("Permute", b.x("z", n, m), attrs=[(1, 0)]), attrs=[(rng.randint(0, 1),)]))
     return b.out(*outs), ["transpose"]
+
+
+@case(*[f"permute-out-of-broadcast-mul-{''.join(map(str, p))}{side}" for p in _nontrivial_permutes(3, 4)
+        for side in ("", "-swapped")])
+def _permuted_times_broadcast(rng):
+    """A permuted tensor times a broadcast of a tensor whose unpermuted form moves unit dims alone (a per-head
+    gain), on either side, for every permutation of rank 3-4."""
+    b = B(rng)
+    outs = []
+    for perm in _nontrivial_permutes(3, 4):
+        shape = [b.dim(2, 4) for _ in perm]
+        permuted_shape = [shape[d] for d in perm]
+        gain = [s if rng.random() < 0.5 else 1 for s in permuted_shape]
+        inverse = [perm.index(d) for d in range(len(perm))]
+        for i, j in itertools.combinations(range(len(perm)), 2):  # unpermuting the gain moves unit dims alone
+            if inverse[i] > inverse[j] and 1 not in (gain[inverse[i]], gain[inverse[j]]):
+                gain[rng.choice((inverse[i], inverse[j]))] = 1
+        permuted = b.op("Permute", b.x(f"a{len(outs)}", *shape), attrs=[perm])
+        broadcast = b.op("Expand", b.x(f"g{len(outs)}", *gain), attrs=[tuple(permuted_shape)])
+        outs += [b.op("Mul", permuted, broadcast), b.op("Mul", broadcast, permuted)]
+    return b.out(*outs), ["transpose"]
+
+
+@case("column-group-scale-through-split", "column-group-scale-through-split-swapped")
+def _column_group_scales(rng):
+    """A matrix split into column groups, scaled per group (on either side) and per column, merged back."""
+    b = B(rng)
+    bt, n, h, d = b.dim(2, 3), b.dim(2, 3), b.dim(2, 4), b.dim(2, 4)
+    a = b.x("a", bt * n, h * d)
+    split = b.op("Reshape", a, attrs=[(bt, n, h, d)])
+    per_group = b.op("Expand", b.x("g", 1, 1, h, 1), attrs=[(bt, n, h, d)])
+    per_column = b.op("Expand", b.x("c", 1, 1, h, d), attrs=[(bt, n, h, d)])
+    return b.out(b.op("Reshape", b.op("Mul", split, per_group), attrs=[(bt * n, h * d)]),
+                 b.op("Reshape", b.op("Mul", per_column, split), attrs=[(bt * n, h * d)])), ["reshape"]
 
 
 @case("matmul-of-unit-batch")

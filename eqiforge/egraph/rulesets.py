@@ -269,6 +269,30 @@ def unit_permute_rules() -> str:
     return "\n".join(rules)
 
 
+def permute_out_of_broadcast_mul_rules() -> str:
+    """A permuted tensor times a broadcast (a per-head gain on heads split off by a permute) is the product
+    before the permute, the broadcast operand seen unpermuted: then the permute meets the one that merges the
+    heads back, and both cancel. Only where unpermuting the broadcast operand moves its unit dims alone (a
+    reshape), so no new permute is made. One rule per permutation of rank 3-4 and operand order."""
+    rules = []
+    for rank in (3, 4):
+        for perm in itertools.permutations(range(rank)):
+            if perm == tuple(range(rank)):
+                continue
+            inverse = tuple(perm.index(d) for d in range(rank))
+            guards = " ".join(f"(= 1 (min (vec-get sg {inverse[i]}) (vec-get sg {inverse[j]})))"
+                              for i, j in itertools.combinations(range(rank), 2) if inverse[i] > inverse[j])
+            p = " ".join(map(str, perm))
+            unpermuted = (f"(Expand (Reshape g (vec-of {' '.join(f'(vec-get sg {d})' for d in inverse)})) "
+                          f"(vec-of {' '.join(f'(vec-get s {d})' for d in inverse)}))")
+            for name, product, result in (("", "(Mul pa e)", f"(Mul a {unpermuted})"),
+                                          ("-swapped", "(Mul e pa)", f"(Mul {unpermuted} a)")):
+                rules.append(f'(rule ((= y {product}) (= pa (Permute a (vec-of {p}))) (= e (Expand g s)) '
+                             f'(= sg (shape g)) {guards}) ((union y (Permute {result} (vec-of {p})))) '
+                             f':name "permute-out-of-broadcast-mul-{"".join(map(str, perm))}{name}")')
+    return "\n".join(rules)
+
+
 def rule_name(op: ops.OpDef) -> str:
     """A rule-name form of an op's name: its fused-expression name, else its name in lower case."""
     return op.epi or op.name.lower()
@@ -276,7 +300,7 @@ def rule_name(op: ops.OpDef) -> str:
 
 #: rules generated from the op table, by the rule file they join (before the file's own)
 GENERATED = {"fusion": pointwise_rules, "broadcast": broadcast_rules, "reorder": reorder_rules,
-             "transpose": unit_permute_rules}
+             "transpose": lambda: "\n".join([unit_permute_rules(), permute_out_of_broadcast_mul_rules()])}
 
 
 def _generated(text: str) -> list:
