@@ -1175,6 +1175,36 @@ def _permuted_times_broadcast(rng):
     return b.out(*outs), ["transpose"]
 
 
+@case(*[f"unit-reshape-is-permute-{''.join(map(str, p))}" for p in _nontrivial_permutes(4)])
+def _unit_reshapes(rng):
+    """Rank-4 reshapes that move unit dims alone, one per permutation (the unit dims on a random side of each
+    pair it swaps)."""
+    b = B(rng)
+    outs = []
+    for perm in _nontrivial_permutes(4):
+        shape = [b.dim(2, 4) for _ in perm]
+        for i, j in itertools.combinations(range(4), 2):
+            if perm[i] > perm[j] and 1 not in (shape[perm[i]], shape[perm[j]]):
+                shape[rng.choice((perm[i], perm[j]))] = 1
+        x = b.x(f"x{len(outs)}", *shape)
+        outs.append(b.op("Exp", b.op("Reshape", x, attrs=[tuple(shape[d] for d in perm)])))
+    return b.out(*outs), ["transpose"]
+
+
+@case("cumsum-of-permute", "cumsum-of-reshape-after-dim-0", "cumsum-of-reshape-after-dim-1")
+def _running_sums_through_views(rng):
+    """Running sums of a permuted tensor, of a reshape regrouping the dims after dim 0, and after dim 1 (an
+    einsum's batched product by a triangle of ones, seen through its views)."""
+    b = B(rng)
+    n, m, k = b.dim(), b.dim(), b.dim()
+    perm = rng.choice(_nontrivial_permutes(3))
+    permuted = b.op("Permute", b.x("a", n, m, k), attrs=[perm])
+    after_0 = b.op("Reshape", b.x("x", n, m, k), attrs=[(n, m * k)])
+    after_1 = b.op("Reshape", b.x("y", n, m, k), attrs=[(n, m, k, 1)])
+    return b.out(b.op("Cumsum", permuted, attrs=[rng.randint(0, 2)]), b.op("Cumsum", after_0, attrs=[0]),
+                 b.op("Cumsum", after_1, attrs=[1])), ["transpose", "reshape"]
+
+
 @case("column-group-scale-through-split", "column-group-scale-through-split-swapped")
 def _column_group_scales(rng):
     """A matrix split into column groups, scaled per group (on either side) and per column, merged back."""

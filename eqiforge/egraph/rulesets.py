@@ -269,6 +269,22 @@ def unit_permute_rules() -> str:
     return "\n".join(rules)
 
 
+def unit_reshape_rules() -> str:
+    """The converse for rank 4: a reshape that only moves unit dims is a permute, so the permutes on either
+    side of it (einsum's, around a running sum on a transposed copy) compose and cancel."""
+    rules = []
+    for perm in itertools.permutations(range(4)):
+        swapped = [(perm[i], perm[j]) for i, j in itertools.combinations(range(4), 2) if perm[i] > perm[j]]
+        if not swapped:
+            continue
+        guards = " ".join(f"(= 1 (min (vec-get sx {a}) (vec-get sx {b})))" for a, b in swapped)
+        target = " ".join(f"(vec-get sx {d})" for d in perm)
+        rules.append(f'(rule ((= y (Reshape x t)) (= sx (shape x)) (= 4 (vec-length sx)) (= t (vec-of {target})) '
+                     f'{guards}) ((union y (Permute x (vec-of {" ".join(map(str, perm))})))) '
+                     f':name "unit-reshape-is-permute-{"".join(map(str, perm))}")')
+    return "\n".join(rules)
+
+
 def permute_out_of_broadcast_mul_rules() -> str:
     """A permuted tensor times a broadcast (a per-head gain on heads split off by a permute) is the product
     before the permute, the broadcast operand seen unpermuted: then the permute meets the one that merges the
@@ -293,6 +309,12 @@ def permute_out_of_broadcast_mul_rules() -> str:
     return "\n".join(rules)
 
 
+def transpose_rules() -> str:
+    """transpose.egg's generated rules: permutes and reshapes that move unit dims alone, and permutes out of
+    products with broadcasts."""
+    return "\n".join([unit_permute_rules(), unit_reshape_rules(), permute_out_of_broadcast_mul_rules()])
+
+
 def rule_name(op: ops.OpDef) -> str:
     """A rule-name form of an op's name: its fused-expression name, else its name in lower case."""
     return op.epi or op.name.lower()
@@ -300,7 +322,7 @@ def rule_name(op: ops.OpDef) -> str:
 
 #: rules generated from the op table, by the rule file they join (before the file's own)
 GENERATED = {"fusion": pointwise_rules, "broadcast": broadcast_rules, "reorder": reorder_rules,
-             "transpose": lambda: "\n".join([unit_permute_rules(), permute_out_of_broadcast_mul_rules()])}
+             "transpose": transpose_rules}
 
 
 def _generated(text: str) -> list:
