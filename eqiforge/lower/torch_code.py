@@ -285,10 +285,12 @@ class _TorchWriter(PlanWriter):
                 return self.operand(j), tuple(self.graph.nodes[j].shape)
             j = self.graph.nodes[j].inputs[0]
 
-    def squeezed_form(self, j: int) -> tuple[str, tuple] | None:
-        """(a variable, node ``j``'s shape without its unit dims) that node ``j`` is a reshape of, or None."""
+    def squeezed_form(self, j: int, unit_dims: bool = False) -> tuple[str, tuple] | None:
+        """(a variable, its shape) that node ``j`` is a reshape of, of ``j``'s shape without its unit dims (or
+        with unit dims anywhere, ``unit_dims``), or None."""
         name, shape = self._reshape_source(j)
-        return (name, tuple(shape)) if tuple(shape) == _squeeze(self.graph.nodes[j].shape) else None
+        squeezed = _squeeze(self.graph.nodes[j].shape)
+        return (name, tuple(shape)) if (_squeeze(shape) if unit_dims else tuple(shape)) == squeezed else None
 
     def squeezed(self, i: int, n) -> str | None:
         """A reduction or an elementwise op (also a batch of 1 x 1 products) of values with unit dims, as the
@@ -306,8 +308,11 @@ class _TorchWriter(PlanWriter):
             dims = [kept.index(d) for d in n.a.dims if d in kept]
             if form is None or not dims:
                 return None
-            return self.with_unshaped(i, f"{form[0]}.{REDUCTIONS[n.op]}({dims[0] if len(dims) == 1 else dims})",
-                                      _squeeze(n.shape))
+            call = f"{form[0]}.{REDUCTIONS[n.op]}({dims[0] if len(dims) == 1 else dims}"
+            if not total and any(self.graph.nodes[u].op == "Expand" for u in self.users.get(i, ())):
+                kept_shape = tuple(1 if d in dims else s for d, s in enumerate(form[1]))  # broadcast as it is
+                return self.with_unshaped(i, f"{call}, keepdim=True)", kept_shape)
+            return self.with_unshaped(i, f"{call})", _squeeze(n.shape))
         shapes = [self.graph.nodes[j].shape for j in n.inputs]
         if n.op == "MatMul" and shapes == [n.shape, n.shape] and n.shape[-2:] == (1, 1):
             n = replace(n, op="Mul")  # a batch of 1 x 1 products: elementwise products
@@ -318,7 +323,7 @@ class _TorchWriter(PlanWriter):
         for j in n.inputs:
             p = self.graph.nodes[j].inputs[0] if self.graph.nodes[j].op == "Expand" else j
             shape = self.graph.nodes[p].shape
-            form = self.squeezed_form(p) if len(shape) == len(n.shape) else None
+            form = self.squeezed_form(p, unit_dims=True) if len(shape) == len(n.shape) else None
             if form is None or (form[1] == () and not self.same_dtype(n)):
                 return None  # a 0-d tensor takes no part in type promotion: the op would change
             framed = tuple(shape[d] for d in kept)  # the operand as the result's dims without its unit dims see it
@@ -419,8 +424,9 @@ class _TorchWriter(PlanWriter):
         return f"torch.trace({self.operand(n.inputs[0])})"
 
     def with_unshaped(self, i: int, call: str, shape: tuple) -> str:
-        """Compute node ``i`` as ``r<i> = call`` of ``shape`` (its own shape without unit dims PyTorch's
-        call does not keep); its own form is that, reshaped (dropped when only reshapes read it)."""
+        """Compute node ``i`` as ``r<i> = call`` of ``shape`` (its own shape without the unit dims PyTorch's
+        call does not keep, or with them where it keeps them); its own form is that, reshaped (dropped when
+        only reshapes read it)."""
         self.lines.append(f"r{i} = {call}")
         self.unshaped[i] = (f"r{i}", tuple(shape))
         if len(shape) == 1 and len(self.graph.nodes[i].shape) == 2:  # a [k, 1] or [1, k] node: its 1-D form
