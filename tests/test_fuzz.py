@@ -106,6 +106,24 @@ def test_judge_compares_nonfinite_patterns_only_when_asked():
     assert runner.judge(eager.clone(), eager, eager.double(), "float32", compare_nonfinite=True).status == "ok"
 
 
+def test_judge_allows_float64_rounding_noise_where_an_output_cancels_and_nowhere_else():
+    """A float64 program's eager output is its own reference; where an output cancels to rounding noise (the
+    mean of layer-normed rows, ~1e-17) the float64 program on inputs moved by a few ulps says how far rounding
+    alone moves it, so a plan's 0.0 passes there; a well-conditioned output keeps the tight floor."""
+    def program(x):
+        return torch.nn.functional.layer_norm(x, (3,), eps=1e-12).mean(), x.sum()
+    x = torch.randn(3, 3, generator=torch.Generator().manual_seed(991221), dtype=torch.float64)
+    with torch.no_grad():
+        eager = program(x)
+    noise = runner._perturbed(lambda: program, (x,))
+    assert eager[0].abs() < 1e-15 and noise[0] != eager[0]
+    cancelled = (torch.zeros((), dtype=torch.float64), eager[1])
+    assert runner.judge(cancelled, eager, eager, "float64").status == "wrong"  # without the noise estimate
+    assert runner.judge(cancelled, eager, eager, "float64", noise=noise).status == "ok"
+    off = (eager[0], eager[1] * (1 + 1e-9))
+    assert runner.judge(off, eager, eager, "float64", noise=noise).status == "wrong"
+
+
 def test_check_flags_an_optimizer_that_adds_a_hundredth(monkeypatch):
     program, inputs, _, _ = _fp32_case()
     monkeypatch.setattr(runner, "_optimized", lambda make, example, config, options: (
