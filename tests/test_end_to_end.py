@@ -225,6 +225,16 @@ def test_torch_plan_reduces_and_combines_values_without_their_unit_dims():
     assert "torch.logsumexp(b, -1)" in body and "expand" not in body and "native_row_reduce" not in body
 
 
+def test_torch_plan_makes_a_parameters_diagonal_once_at_module_level():
+    """A diagonal-masked weight times x is the weight's diagonal scaling x's rows: the diagonal (a view of a
+    parameter) and its column form are made once at module level, together, and the plan matches eager."""
+    weight = torch.nn.Parameter(torch.randn(16, 16))
+    opt = check(lambda x: weight.masked_fill(~torch.eye(16, dtype=torch.bool), 0.0) @ x, (torch.randn(16, 7),),
+                device="cpu")
+    module_level, body = opt.source.split("def plan(", 1)
+    assert "torch.diagonal(" in module_level and "torch.diagonal(" not in body
+
+
 def test_torch_plan_runs_a_linear_layers_feature_sum_as_a_matrix_vector_product():
     """A linear layer summed over its features is x (W's column sums) + sum(b): the folded [k, 1] weight
     and [1, 1] bias get 1-D and 0-d views made once, and the product is ``torch.mv`` plus the 0-d bias,

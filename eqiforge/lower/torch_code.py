@@ -95,11 +95,19 @@ class _TorchWriter(PlanWriter):
         self.code.helpers[name] = value
         return name
 
+    def made_once(self, i: int) -> bool:
+        """Whether node ``i`` is a view of constants, made once at module level (which knows no call's sizes)."""
+        n = self.graph.nodes[i]
+        return ops.get(n.op).is_view() and bool(n.inputs) and all(j in self.constant_nodes for j in n.inputs) \
+            and not is_symbolic((n.shape, n.attrs))
+
+    def line(self, i: int, statement: str) -> None:
+        """A statement computing a form of node ``i``: where node ``i`` itself is made."""
+        (self.hoisted if self.made_once(i) else self.lines).append(statement)
+
     def assign(self, i: int, rhs: str) -> None:
         """``t<i> = rhs``: at module level for a view of constants, else in the body."""
-        n = self.graph.nodes[i]
-        if ops.get(n.op).is_view() and n.inputs and all(j in self.constant_nodes for j in n.inputs) \
-                and not is_symbolic((n.shape, n.attrs)):  # module level knows no call's sizes
+        if self.made_once(i):
             self.names[i] = f"t{i}"
             self.constant_nodes.add(i)
             self.hoisted.append(f"t{i} = {rhs}")
@@ -411,7 +419,7 @@ class _TorchWriter(PlanWriter):
 
     def with_vector(self, i: int, call: str, unit: int) -> str:
         """Compute node ``i``'s 1-D form as ``v<i> = call``; its matrix form is that, unsqueezed."""
-        self.lines.append(f"v{i} = {call}")
+        self.line(i, f"v{i} = {call}")
         self.vectors[i] = (f"v{i}", unit)
         return f"v{i}.unsqueeze({unit})"
 
@@ -427,7 +435,7 @@ class _TorchWriter(PlanWriter):
         """Compute node ``i`` as ``r<i> = call`` of ``shape`` (its own shape without the unit dims PyTorch's
         call does not keep, or with them where it keeps them); its own form is that, reshaped (dropped when
         only reshapes read it)."""
-        self.lines.append(f"r{i} = {call}")
+        self.line(i, f"r{i} = {call}")
         self.unshaped[i] = (f"r{i}", tuple(shape))
         if len(shape) == 1 and len(self.graph.nodes[i].shape) == 2:  # a [k, 1] or [1, k] node: its 1-D form
             self.vectors[i] = (f"r{i}", self.graph.nodes[i].shape.index(1))
@@ -437,7 +445,7 @@ class _TorchWriter(PlanWriter):
 
     def with_scalar(self, i: int, call: str) -> str:
         """Compute node ``i`` (one element) as the 0-d ``s<i> = call``; its [1, 1] form is that, reshaped."""
-        self.lines.append(f"s{i} = {call}")
+        self.line(i, f"s{i} = {call}")
         self.scalars[i] = f"s{i}"
         return f"s{i}.reshape({tuple(self.graph.nodes[i].shape)})"
 
