@@ -1154,14 +1154,14 @@ def _unit_permutes_and_permuted_sums(rng):
     return b.out(*outs), ["transpose"]
 
 
-@case(*[f"permute-out-of-broadcast-mul-{''.join(map(str, p))}{side}" for p in _nontrivial_permutes(3, 4)
-        for side in ("", "-swapped")])
+@case(*[f"permute-out-of-broadcast-mul-{''.join(map(str, p))}{side}"
+        for p in rulesets.one_dim_moves(3) + rulesets.one_dim_moves(4) for side in ("", "-swapped")])
 def _permuted_times_broadcast(rng):
     """A permuted tensor times a broadcast of a tensor whose unpermuted form moves unit dims alone (a per-head
-    gain), on either side, for every permutation of rank 3-4."""
+    gain), on either side, for every move of one dim of rank 3-4."""
     b = B(rng)
     outs = []
-    for perm in _nontrivial_permutes(3, 4):
+    for perm in rulesets.one_dim_moves(3) + rulesets.one_dim_moves(4):
         shape = [b.dim(2, 4) for _ in perm]
         permuted_shape = [shape[d] for d in perm]
         gain = [s if rng.random() < 0.5 else 1 for s in permuted_shape]
@@ -1175,13 +1175,13 @@ def _permuted_times_broadcast(rng):
     return b.out(*outs), ["transpose"]
 
 
-@case(*[f"unit-reshape-is-permute-{''.join(map(str, p))}" for p in _nontrivial_permutes(4)])
+@case(*[f"unit-reshape-is-permute-{''.join(map(str, p))}" for p in rulesets.one_dim_moves(4)])
 def _unit_reshapes(rng):
-    """Rank-4 reshapes that move unit dims alone, one per permutation (the unit dims on a random side of each
+    """Rank-4 reshapes that move one unit dim alone, one per such move (the unit dims on a random side of each
     pair it swaps)."""
     b = B(rng)
     outs = []
-    for perm in _nontrivial_permutes(4):
+    for perm in rulesets.one_dim_moves(4):
         shape = [b.dim(2, 4) for _ in perm]
         for i, j in itertools.combinations(range(4), 2):
             if perm[i] > perm[j] and 1 not in (shape[perm[i]], shape[perm[j]]):

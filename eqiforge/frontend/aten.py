@@ -599,7 +599,8 @@ def block_diag(b: Builder, a: Args, out: Meta) -> Ref:
     rows, before = [], 0
     for t in blocks:
         (r, c), after = t.shape, out.shape[1] - before - t.shape[1]
-        parts = [b.fill(0, (r, before), out.dtype)] * (before > 0) + [t] + [b.fill(0, (r, after), out.dtype)] * (after > 0)
+        parts = [b.fill(0, (r, before), out.dtype)] * (before > 0) + [t] \
+            + [b.fill(0, (r, after), out.dtype)] * (after > 0)
         rows.append(cat(b, {"tensors": parts, "dim": 1}, Meta((r, out.shape[1]), out.dtype)))
         before += c
     return cat(b, {"tensors": rows, "dim": 0}, out)

@@ -30,7 +30,8 @@ from .writer import PlanWriter, drop_unused
 BROADCASTING = frozenset(name for name, o in ops.OPS.items()
                          if o.kind in ("binary", "compare", "where") and o.arity > 1)
 #: ops computed element by element: on values of the same shape, any reshape of them alike
-ELEMENTWISE = frozenset(name for name, o in ops.OPS.items() if o.kind in ("unary", "binary", "compare", "where", "cast"))
+ELEMENTWISE = frozenset(name for name, o in ops.OPS.items()
+                        if o.kind in ("unary", "binary", "compare", "where", "cast"))
 #: a native row reduction's PyTorch call on its rows, without the kept dim
 ROW_CALLS = {"sum": "{}.sum(-1)", "max": "{}.amax(-1)", "min": "{}.amin(-1)", "logsumexp": "torch.logsumexp({}, -1)"}
 #: binary ops written infix when an operand is a Python number (PyTorch's functions want a tensor first)
@@ -335,7 +336,8 @@ class _TorchWriter(PlanWriter):
             if form is None or (form[1] == () and not self.same_dtype(n)):
                 return None  # a 0-d tensor takes no part in type promotion: the op would change
             framed = tuple(shape[d] for d in kept)  # the operand as the result's dims without its unit dims see it
-            implicit = framed[len(framed) - len(form[1]):] == form[1] and set(framed[:len(framed) - len(form[1])]) <= {1}
+            lead = len(framed) - len(form[1])
+            implicit = framed[lead:] == form[1] and set(framed[:lead]) <= {1}
             args.append(form[0] if implicit else f"{form[0]}.reshape({framed})")
             saved = saved or p != j or form[0] != self.operand(p)
         return self.with_unshaped(i, torch_call(n, args), _squeeze(n.shape)) if saved else None
