@@ -1155,13 +1155,13 @@ def _unit_permutes_and_permuted_sums(rng):
 
 
 @case(*[f"permute-out-of-broadcast-mul-{''.join(map(str, p))}{side}"
-        for p in rulesets.one_dim_moves(3) + rulesets.one_dim_moves(4) for side in ("", "-swapped")])
+        for p in rulesets.neighbour_swaps(3) + rulesets.neighbour_swaps(4) for side in ("", "-swapped")])
 def _permuted_times_broadcast(rng):
     """A permuted tensor times a broadcast of a tensor whose unpermuted form moves unit dims alone (a per-head
-    gain), on either side, for every move of one dim of rank 3-4."""
+    gain), on either side, for every swap of neighbouring dims of rank 3-4."""
     b = B(rng)
     outs = []
-    for perm in rulesets.one_dim_moves(3) + rulesets.one_dim_moves(4):
+    for perm in rulesets.neighbour_swaps(3) + rulesets.neighbour_swaps(4):
         shape = [b.dim(2, 4) for _ in perm]
         permuted_shape = [shape[d] for d in perm]
         gain = [s if rng.random() < 0.5 else 1 for s in permuted_shape]
