@@ -310,23 +310,31 @@ class _TorchWriter(PlanWriter):
         if 1 not in n.shape or is_symbolic(n.shape) or any(is_symbolic(self.graph.nodes[j].shape) for j in n.inputs):
             return None
         if n.op in REDUCTIONS:
-            shape = self.graph.nodes[n.inputs[0]].shape
-            total = _squeeze(n.shape) == ()  # read as a 0-d tensor by what follows
-            form = self.squeezed_form(n.inputs[0]) if 1 in shape or total else None
-            kept = [d for d, s in enumerate(shape) if s != 1]
-            dims = [kept.index(d) for d in n.a.dims if d in kept]
-            if form is None or not dims:
-                return None
-            call = f"{form[0]}.{REDUCTIONS[n.op]}({dims[0] if len(dims) == 1 else dims}"
-            if not total and any(self.graph.nodes[u].op == "Expand" for u in self.users.get(i, ())):
-                kept_shape = tuple(1 if d in dims else s for d, s in enumerate(form[1]))  # broadcast as it is
-                return self.with_unshaped(i, f"{call}, keepdim=True)", kept_shape)
-            return self.with_unshaped(i, f"{call})", _squeeze(n.shape))
-        shapes = [self.graph.nodes[j].shape for j in n.inputs]
-        if n.op == "MatMul" and shapes == [n.shape, n.shape] and n.shape[-2:] == (1, 1):
+            return self.squeezed_reduction(i, n)
+        if n.op == "MatMul" and [self.graph.nodes[j].shape for j in n.inputs] == [n.shape, n.shape] \
+                and n.shape[-2:] == (1, 1):
             n = replace(n, op="Mul")  # a batch of 1 x 1 products: elementwise products
-        if n.op not in ELEMENTWISE:
+        return self.squeezed_elementwise(i, n) if n.op in ELEMENTWISE else None
+
+    def squeezed_reduction(self, i: int, n) -> str | None:
+        """A reduction on its operand's form without unit dims; kept dims only where a broadcast reads it (it
+        then broadcasts as it is), none for a total (read as a 0-d tensor by what follows)."""
+        shape = self.graph.nodes[n.inputs[0]].shape
+        total = _squeeze(n.shape) == ()
+        form = self.squeezed_form(n.inputs[0]) if 1 in shape or total else None
+        kept = [d for d, s in enumerate(shape) if s != 1]
+        dims = [kept.index(d) for d in n.a.dims if d in kept]
+        if form is None or not dims:
             return None
+        call = f"{form[0]}.{REDUCTIONS[n.op]}({dims[0] if len(dims) == 1 else dims}"
+        if not total and any(self.graph.nodes[u].op == "Expand" for u in self.users.get(i, ())):
+            return self.with_unshaped(i, f"{call}, keepdim=True)", tuple(1 if d in dims else s
+                                                                         for d, s in enumerate(form[1])))
+        return self.with_unshaped(i, f"{call})", _squeeze(n.shape))
+
+    def squeezed_elementwise(self, i: int, n) -> str | None:
+        """An elementwise op on its operands' forms (unit dims anywhere), each seen in the frame of the result's
+        dims without its unit dims (reshaped where it does not broadcast there by itself)."""
         kept = [d for d, s in enumerate(n.shape) if s != 1]
         args, saved = [], False
         for j in n.inputs:
@@ -335,7 +343,7 @@ class _TorchWriter(PlanWriter):
             form = self.squeezed_form(p, unit_dims=True) if len(shape) == len(n.shape) else None
             if form is None or (form[1] == () and not self.same_dtype(n)):
                 return None  # a 0-d tensor takes no part in type promotion: the op would change
-            framed = tuple(shape[d] for d in kept)  # the operand as the result's dims without its unit dims see it
+            framed = tuple(shape[d] for d in kept)
             lead = len(framed) - len(form[1])
             implicit = framed[lead:] == form[1] and set(framed[:lead]) <= {1}
             args.append(form[0] if implicit else f"{form[0]}.reshape({framed})")
