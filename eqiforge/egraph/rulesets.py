@@ -252,6 +252,13 @@ def reorder_rules() -> str:
     return "\n".join(rules)
 
 
+def unit_guards(perm: tuple[int, ...], shape: str) -> str:
+    """egglog guards that ``perm`` moves unit dims of ``shape`` (a variable bound to a shape) alone: every
+    pair of dims it swaps has a 1 in it ("" for the identity)."""
+    swapped = [(perm[i], perm[j]) for i, j in itertools.combinations(range(len(perm)), 2) if perm[i] > perm[j]]
+    return " ".join(f"(= 1 (min (vec-get {shape} {a}) (vec-get {shape} {b})))" for a, b in swapped)
+
+
 def unit_permute_rules() -> str:
     """A permute that moves unit dims alone (every pair of dims it swaps has a 1 in it) moves no element: it
     is a reshape, and as a reshape it composes away with the reshapes around it (einsum, head splits and the
@@ -259,10 +266,9 @@ def unit_permute_rules() -> str:
     rules = []
     for rank in (2, 3, 4):
         for perm in itertools.permutations(range(rank)):
-            swapped = [(perm[i], perm[j]) for i, j in itertools.combinations(range(rank), 2) if perm[i] > perm[j]]
-            if not swapped:
+            guards = unit_guards(perm, "sx")
+            if not guards:
                 continue
-            guards = " ".join(f"(= 1 (min (vec-get sx {a}) (vec-get sx {b})))" for a, b in swapped)
             rules.append(f'(rule ((= y (Permute x (vec-of {" ".join(map(str, perm))}))) (= sx (shape x)) {guards} '
                          f'(= sy (shape y))) ((union y (Reshape x sy))) :name "unit-permute-is-reshape-'
                          f'{"".join(map(str, perm))}")')
@@ -291,8 +297,7 @@ def unit_reshape_rules() -> str:
     side of it (einsum's, around a running sum on a transposed copy) compose and cancel."""
     rules = []
     for perm in one_dim_moves(4):
-        swapped = [(perm[i], perm[j]) for i, j in itertools.combinations(range(4), 2) if perm[i] > perm[j]]
-        guards = " ".join(f"(= 1 (min (vec-get sx {a}) (vec-get sx {b})))" for a, b in swapped)
+        guards = unit_guards(perm, "sx")
         target = " ".join(f"(vec-get sx {d})" for d in perm)
         rules.append(f'(rule ((= y (Reshape x t)) (= sx (shape x)) (= 4 (vec-length sx)) (= t (vec-of {target})) '
                      f'{guards}) ((union y (Permute x (vec-of {" ".join(map(str, perm))})))) '
@@ -310,8 +315,7 @@ def permute_out_of_broadcast_mul_rules() -> str:
     for rank in (3, 4):
         for perm in neighbour_swaps(rank):
             inverse = tuple(perm.index(d) for d in range(rank))
-            guards = " ".join(f"(= 1 (min (vec-get sg {inverse[i]}) (vec-get sg {inverse[j]})))"
-                              for i, j in itertools.combinations(range(rank), 2) if inverse[i] > inverse[j])
+            guards = unit_guards(inverse, "sg")
             p = " ".join(map(str, perm))
             unpermuted = (f"(Expand (Reshape g (vec-of {' '.join(f'(vec-get sg {d})' for d in inverse)})) "
                           f"(vec-of {' '.join(f'(vec-get s {d})' for d in inverse)}))")
