@@ -221,7 +221,7 @@ def test_torch_plan_reduces_and_combines_values_without_their_unit_dims():
         assert "y.sum(1)" in body and "(128, 1, 1)" not in body and "matmul" not in body, body
         assert body.count(" = ") == 3, body
     body = check(lambda x, b: (x[:, :, None] + b[None, None, :]).amax(dim=1), (x, b), device="cpu").source
-    assert "x.amax(1, keepdim=True)" in body and body.split("def plan(", 1)[1].count(" = ") == 2, body
+    assert "x.amax(1, True)" in body and body.split("def plan(", 1)[1].count(" = ") == 2, body
     body = check(lambda a, b: torch.logsumexp(a[:, None] + b[None, :], dim=1), (x[0], y[0]), device="cpu").source
     assert "torch.logsumexp(b, -1)" in body and "expand" not in body and "native_row_reduce" not in body
 
@@ -233,7 +233,7 @@ def test_torch_plan_makes_a_parameters_diagonal_once_at_module_level():
     opt = check(lambda x: weight.masked_fill(~torch.eye(16, dtype=torch.bool), 0.0) @ x, (torch.randn(16, 7),),
                 device="cpu")
     module_level, body = opt.source.split("def plan(", 1)
-    assert "torch.diagonal(" in module_level and "torch.diagonal(" not in body
+    assert ".diagonal()" in module_level and ".diagonal(" not in body
 
 
 def test_torch_plan_runs_a_linear_layers_feature_sum_as_a_matrix_vector_product():
@@ -357,7 +357,7 @@ def test_a_linear_layer_on_a_permuted_activation_is_one_2d_product():
     x = torch.randn(2, 32, 64)
     program = lambda x: lin(x.permute(2, 0, 1))  # noqa: E731
     opt = eqiforge.optimize(program, (x,), backend="torch", measure="never", original_if_no_better=False)
-    assert ".reshape((128, 32))" in opt.source
+    assert ".reshape(128, 32)" in opt.source
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
         got = opt(x)
     calls = {e.key: e.count for e in prof.key_averages()}

@@ -75,6 +75,12 @@ def extern_call(ext: ExternCall, args: list[str]) -> str | None:
 REDUCTIONS = {"Sum": "sum", "Amax": "amax", "Amin": "amin"}
 
 
+def sizes(shape) -> str:
+    """A shape, permutation or dim list as a call's arguments: ``x.reshape(8, 1)`` (a 0-d shape ``()``), which
+    PyTorch parses ~0.7 us faster than ``x.reshape((8, 1))`` on a CPU, most of a view's cost."""
+    return ", ".join(map(repr, shape)) if len(shape) else "()"
+
+
 def torch_call(n, args: list[str]) -> str:
     """PyTorch source for one algebra node: its op-table entry's ``torch_src`` (operands by position, attributes
     by name: ``{stride}``), or a call with its attributes."""
@@ -84,16 +90,16 @@ def torch_call(n, args: list[str]) -> str:
     if n.op == "Cast":
         return f"{args[0]}.to({dtype_src(a.dtype)})"
     if n.op == "Permute":
-        return f"{args[0]}.permute({tuple(a.perm)})"
+        return f"{args[0]}.permute({sizes(a.perm)})"
     if n.op in ("Reshape", "Expand"):
-        return f"{args[0]}.{n.op.lower()}({tuple(a.shape)})"
+        return f"{args[0]}.{n.op.lower()}({sizes(a.shape)})"
     if n.op == "Slice":
         return f"{args[0]}.narrow({a.dim}, {a.start}, {a.end - a.start})"
     if n.op == "Concat":
         return f"torch.cat([{args[0]}, {args[1]}], {a.dim})"
     if n.op in REDUCTIONS:
         dims = a.dims[0] if len(a.dims) == 1 else list(a.dims)  # an int: PyTorch's list path is slower
-        return f"{args[0]}.{REDUCTIONS[n.op]}({dims}, keepdim=True)"
+        return f"{args[0]}.{REDUCTIONS[n.op]}({dims}, True)"  # keepdim by position: faster
     raise ValueError(f"no PyTorch rendering for {n.op}")
 
 

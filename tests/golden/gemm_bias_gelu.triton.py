@@ -127,7 +127,7 @@ def gemm0(out, a, b, in0):
 
 
 def forward(x, w, b, params, externs=None):
-    t3 = b.reshape((1, 32))
+    t3 = b.reshape(1, 32)
     t4 = torch.empty((8, 32), dtype=torch.float32, device=x.device)
     gemm0(t4, x, w, t3)
     del t3

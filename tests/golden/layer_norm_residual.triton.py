@@ -122,8 +122,8 @@ def row_layer_norm0(out, x, in0, in1, in2, in3):
 
 
 def forward(x, r, weight, bias, params, externs=None):
-    t3 = weight.reshape((1, 16))
-    t5 = bias.reshape((1, 16))
+    t3 = weight.reshape(1, 16)
+    t5 = bias.reshape(1, 16)
     t6 = torch.empty((4, 16), dtype=torch.float32, device=x.device)
     row_layer_norm0(t6, x, x, r, t3, t5)
     del t3, t5

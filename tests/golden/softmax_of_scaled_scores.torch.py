@@ -2,7 +2,7 @@
 # rule sets: attention, broadcast, composite, concat, conv, distributive, matmul, reduction, reorder, reshape, scalar, softmax, structure, transpose
 def plan(q, k):
     t2 = q * 0.125
-    t4 = k.permute((1, 0))
+    t4 = k.permute(1, 0)
     t5 = torch.matmul(t2, t4)
     del t2, t4
     t6 = native_row_reduce(t5, 'softmax', ('x',), ('acc',), 0.0, [])

@@ -196,6 +196,6 @@ def forward(a, b, params, externs=None):
     t3 = torch.empty((8, 1), dtype=torch.float32, device=a.device)
     gemm1(t3, a, t2)
     del t2
-    t4 = t3.reshape((8,))
+    t4 = t3.reshape(8)
     del t3
     return (t4, )
