@@ -509,6 +509,46 @@ def low_rank_product_norm(a, b):
 
 
 # ====================================================================================================
+# scans and reversals through reductions and products (added with rule synthesis over them, issue 42)
+# ====================================================================================================
+
+# --- the mean of running sums: a batch's mean CDF ---
+
+def mean_of_running_sums(p):
+    """The batch mean of each row's running sums (a mean CDF) = the running sums of the batch mean."""
+    return p.cumsum(dim=-1).mean(dim=0)
+
+
+def batch_total_of_running_sums(p):
+    """torch.cumsum(p, 1).sum(0) = the running sums of p's column totals: one scan of a row, not of p."""
+    return torch.cumsum(p, 1).sum(0)
+
+
+# --- running sums projected by a linear layer ---
+
+def running_sums_projected(h, w):
+    """(running sums of h down the sequence) W = running sums of h W: the scan on the narrow side."""
+    return h.cumsum(dim=1) @ w
+
+
+def running_sums_of_projection(x, w):
+    """torch.cumsum(x W, -1) = x (W's running sums along its columns): the scan moves to the weight."""
+    return torch.cumsum(x @ w, dim=-1)
+
+
+# --- a reversal through a product ---
+
+def reversed_window_filter(x, w):
+    """Time-reversed windows times a filter bank = the windows times the bank reversed: no copy of x."""
+    return x.flip(-1) @ w
+
+
+def reversed_columns_projected(x, w):
+    """W^T (x with its columns reversed) = (W^T x) with its columns reversed: the flip of the 32-row product."""
+    return w.T @ torch.flip(x, [-1])
+
+
+# ====================================================================================================
 # the suite: family -> its spellings (programs with their twins), grouped by class
 # ====================================================================================================
 
@@ -682,6 +722,22 @@ FAMILIES: dict[str, list[Twin]] = {
             [(8, 2), (2, 6)]),
         _fn(low_rank_product_norm, lambda a, b: ((a.mT @ a) * (b @ b.mT)).sum().sqrt(), [(1024, 64), (64, 1024)],
             [(8, 2), (2, 6)]),
+    ],
+    # scans and reversals through reductions and products
+    "running_sums_reduced": [
+        _fn(mean_of_running_sums, lambda p: p.mean(dim=0).cumsum(dim=-1), [(4096, 1024)], [(4, 8)]),
+        _fn(batch_total_of_running_sums, lambda p: p.sum(0).cumsum(0), [(4096, 1024)], [(4, 8)]),
+    ],
+    "running_sums_projected": [
+        _fn(running_sums_projected, lambda h, w: (h @ w).cumsum(dim=1), [(8, 512, 512), (512, 16)],
+            [(2, 4, 8), (8, 3)]),
+        _fn(running_sums_of_projection, lambda x, w: x @ w.cumsum(dim=-1), [(4096, 256), (256, 128)],
+            [(4, 8), (8, 6)]),
+    ],
+    "reversed_product": [
+        _fn(reversed_window_filter, lambda x, w: x @ w.flip(0), [(4096, 512), (512, 32)], [(4, 8), (8, 3)]),
+        _fn(reversed_columns_projected, lambda x, w: (w.T @ x).flip(-1), [(512, 4096), (512, 32)],
+            [(8, 4), (8, 3)]),
     ],
 }
 
