@@ -28,7 +28,9 @@ DEFAULT_OPS = ("MatMul", "Permute", "Reshape", "Expand", "Sum", "Amax", "Add", "
                "Slice")
 ELEMENTWISE = ("Add", "Sub", "Mul", "Div", "Maximum", "Minimum")  # binary ops over equal shapes or a scalar
 UNARY = ("Neg", "Exp", "Log", "Abs", "Relu", "Recip")
-SUPPORTED = DEFAULT_OPS + tuple(o for o in ELEMENTWISE + UNARY if o not in DEFAULT_OPS) + ("Amin",)
+#: ops along one dim (or, Diagonal, of a matrix's two last dims of one size): running sums, reversals, diagonals
+ALONG = ("Cumsum", "Flip", "Diagonal")
+SUPPORTED = DEFAULT_OPS + tuple(o for o in ELEMENTWISE + UNARY if o not in DEFAULT_OPS) + ("Amin",) + ALONG
 
 
 @dataclass(frozen=True)
@@ -133,6 +135,12 @@ def applications(op: str, kids: tuple, symbols: list[str]) -> list[tuple[tuple, 
         return [((p,), tuple(x[i] for i in p)) for p in perms]
     if op in ("Sum", "Amax", "Amin"):
         return [(((d,),), x[:d] + ((),) + x[d + 1:]) for d in range(len(x)) if x[d]]
+    if op == "Cumsum":
+        return [((d,), x) for d in range(len(x)) if x[d]]
+    if op == "Flip":
+        return [(((d,),), x) for d in range(len(x)) if x[d]]
+    if op == "Diagonal":  # the IR keeps a unit last dim: [..., n, n] -> [..., n, 1]
+        return [((), x[:-1] + ((),))] if len(x) >= 2 and x[-1] and sorted(x[-1]) == sorted(x[-2]) else []
     if op == "Expand":
         return [((t,), t) for d in range(len(x)) if not x[d] for s in symbols
                 for t in [x[:d] + ((s,),) + x[d + 1:]]]
@@ -152,7 +160,7 @@ def applications(op: str, kids: tuple, symbols: list[str]) -> list[tuple[tuple, 
 
 
 def arity(op: str) -> int:
-    return 1 if op in UNARY or op in ("Permute", "Sum", "Amax", "Amin", "Expand", "Reshape", "Slice") else 2
+    return 1 if op in UNARY + ALONG or op in ("Permute", "Sum", "Amax", "Amin", "Expand", "Reshape", "Slice") else 2
 
 
 def commutative(op: str) -> bool:

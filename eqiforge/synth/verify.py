@@ -30,7 +30,7 @@ TOLERANCE = 1e-9
 SHAPES = 24  # random instantiations of the values check
 SYMPY_SIZES = (2, 3, 2, 3, 2, 3)  # sizes of the symbols, in order, for the symbolic check
 SYMPY_OPS = {"MatMul", "Permute", "Reshape", "Expand", "Sum", "Amax", "Amin", "Add", "Sub", "Mul", "Neg", "Div",
-             "Concat", "Slice", "Maximum", "Minimum", "Recip"}
+             "Concat", "Slice", "Maximum", "Minimum", "Recip", "Cumsum", "Flip", "Diagonal"}
 
 
 @dataclass
@@ -139,6 +139,8 @@ def _sym(t, inputs: dict, sizes: dict):
         "Concat": lambda x, y: np.concatenate([x, y], axis=a[0]),
         "Slice": lambda x: np.take(x, range(a[1], a[2]), axis=a[0]),
         "Maximum": np.frompyfunc(sympy.Max, 2, 1), "Minimum": np.frompyfunc(sympy.Min, 2, 1),
+        "Cumsum": lambda x: np.cumsum(x, axis=a[0]), "Flip": lambda x: np.flip(x, axis=a[0]),
+        "Diagonal": lambda x: np.diagonal(x, axis1=-2, axis2=-1)[..., None],
     }
     return np.asarray(table[t.op](*kids), dtype=object)
 
