@@ -1269,3 +1269,44 @@ def _log_sum_exp_of_broadcasts(rng):
     outs = [b.op("Log", b.op("Reshape", total, attrs=[(n,)])), b.op("Log", b.op("Mul", e, positive)),
             b.op("Log", b.op("Mul", positive, e))]
     return b.out(*outs), ["reduction"]
+
+
+# ------------------------------------------------------------------------------------------ synthesized
+@case("sum-of-cumsum-over-other-dim")
+def _sum_of_running_sums(rng):
+    """A sum over one dim of a running sum along another (rank 2 or 3)."""
+    b = B(rng)
+    shape = tuple(b.dim() for _ in range(rng.randint(2, 3)))
+    along, summed = rng.sample(range(len(shape)), 2)
+    scanned = b.op("Cumsum", b.x("x", *shape), attrs=[along])
+    return b.out(b.op("Sum", scanned, attrs=[(summed,)])), ["synthesized"]
+
+
+@case("cumsum-out-of-matmul-columns", "cumsum-into-matmul-columns", "flip-out-of-matmul-columns",
+      "flip-into-matmul-columns", "flip-across-matmul-to-right", "flip-across-matmul-to-left")
+def _scans_and_flips_through_products(rng):
+    """Products (2-d or batched) of operands scanned or reversed along the right operand's columns or the
+    contracted dim, and scans and reversals of a product's columns."""
+    b = B(rng)
+    lead = (b.dim(),) * rng.randint(0, 1)
+    m, k, n = b.dim(), b.dim(), b.dim()
+    r = len(lead) + 2
+    (a0, w0), (a1, w1), (a2, w2), (a3, w3) = ((b.x(f"a{t}", *lead, m, k), b.x(f"w{t}", *lead, k, n))
+                                              for t in range(4))
+    outs = [b.op("MatMul", a0, b.op("Cumsum", w0, attrs=[r - 1])),
+            b.op("MatMul", a1, b.op("Flip", w1, attrs=[(r - 1,)])),
+            b.op("Cumsum", b.op("MatMul", a2, w2), attrs=[r - 1]),
+            b.op("Flip", b.op("MatMul", a2, w2), attrs=[(r - 1,)]),
+            b.op("MatMul", b.op("Flip", a3, attrs=[(r - 1,)]), b.op("Flip", w3, attrs=[(r - 2,)]))]
+    return b.out(*outs), ["synthesized"]
+
+
+@case("cumsum-out-of-flattened-matmul")
+def _running_sums_through_flattened_linear(rng):
+    """A linear map of a 3-d activation run flat (rows flattened, one product, viewed back) of a running sum
+    along a row dim."""
+    b = B(rng)
+    bs, m, k, n = b.dim(), b.dim(), b.dim(), b.dim()
+    scanned = b.op("Cumsum", b.x("x", bs, m, k), attrs=[rng.randint(0, 1)])
+    flat = b.op("MatMul", b.op("Reshape", scanned, attrs=[(bs * m, k)]), b.x("w", k, n))
+    return b.out(b.op("Reshape", flat, attrs=[(bs, m, n)])), ["synthesized"]

@@ -171,3 +171,26 @@ def test_terms_in_which_a_variable_cancels_are_no_candidates():
     ev.keep(neg, ev.values(neg), ev.redrawn(neg))
     t = term("Add", a, neg)
     assert ev.cancels(t, ev.values(t), ev.redrawn(t)) and not ev.cancels(neg, ev.values(neg), ev.redrawn(neg))
+
+
+def test_synthesis_over_running_sums_and_flips_rediscovers_the_adopted_rules():
+    """Cumsum and Flip in the vocabulary (issue 42): a running sum commutes with a sum over another dim and with
+    a product's columns, a reversed contracted dim moves across a product; sympy proves them, and each is
+    derivable from the shipped rules only with rules/synthesized.egg, written for any rank from these."""
+    square = Var("Q", (("i",), ("i",)))
+    assert applications("Diagonal", (square,), SYMBOLS) == [((), (("i",), ()))]  # the IR keeps a unit last dim
+    assert applications("Diagonal", (A,), SYMBOLS) == []  # i != j: no diagonal
+    assert [a for a, _ in applications("Flip", (R,), SYMBOLS)] == [((1,),)]  # never along its dim of size 1
+    vars_ = parse_vars("A:i,j W:j,k")
+    found = enumerate_candidates(vars_, ["Cumsum", "Flip", "Sum", "MatMul"], 2, symbols_of(vars_))
+    pairs = {frozenset((c.lhs.text(), c.rhs.text())): c for c in found.candidates}
+    wanted = {frozenset(("sum(cumsum(A, 1), (0,))", "cumsum(sum(A, (0,)), 1)")): "sum-of-cumsum-over-other-dim",
+              frozenset(("matmul(A, cumsum(W, 1))", "cumsum(matmul(A, W), 1)")): "cumsum-out-of-matmul-columns",
+              frozenset(("matmul(flip(A, (1,)), W)", "matmul(A, flip(W, (0,)))")): "flip-across-matmul-to-right"}
+    assert set(wanted) <= set(pairs), sorted(map(sorted, pairs))
+    adopted = tuple(rulesets.available()["synthesized"].rule_names)
+    for sides, rule in wanted.items():
+        c = pairs[sides]
+        assert verify(c.lhs, c.rhs, vars_, ["i", "j", "k"]).symbolic.startswith("proved at sizes"), rule
+        assert derive.derivable([c], ["i", "j", "k"])[0] == [True], rule
+        assert derive.derivable([c], ["i", "j", "k"], without=adopted)[0] == [False], rule

@@ -87,8 +87,9 @@ TABLE: tuple[Coverage, ...] = (
         ["softmax", "composite", "attention", "fusion"]),
     _ir("layer_norm", "reduction", lambda x: F.layer_norm(x, (6,)), (M,), ["Sum", "Rsqrt"],
         ["composite", "softmax", "fusion"]),
-    _ir("cumsum", "reduction", lambda x: x.cumsum(dim=0), (M,), ["Cumsum"], ["structure"],
-        "a running sum: a product by a lower triangle of ones is one, its neighbour differences the values"),
+    _ir("cumsum", "reduction", lambda x: x.cumsum(dim=0), (M,), ["Cumsum"], ["structure", "synthesized"],
+        "a running sum: a product by a lower triangle of ones is one, its neighbour differences the values; it "
+        "moves through sums over other dims and through products"),
     _opaque("cumprod, cummax, logcumsumexp", "reduction", lambda x: x.cumprod(dim=0), (M,),
             "other scans: no rule uses them yet"),
     # views and data movement
@@ -102,7 +103,8 @@ TABLE: tuple[Coverage, ...] = (
         ["concat"], "a step is views of a window where one fits"),
     _ir("repeat, tile", "view", lambda x: x.repeat(2, 1), (M,), ["Expand", "Reshape"], ["reduction", "broadcast"],
         "a broadcast of a size-1 dim merged into the repeated one; sums over it are sums of a broadcast"),
-    _ir("flip", "order", lambda x: x.flip(0), (M,), ["Flip"], ["reorder"], "a copy: PyTorch has no reversed view"),
+    _ir("flip", "order", lambda x: x.flip(0), (M,), ["Flip"], ["reorder", "synthesized"],
+        "a copy: PyTorch has no reversed view; through a product it moves to the smaller operand"),
     _ir("roll", "order", lambda x: x.roll(1, 0), (M,), ["Roll"], ["reorder"],
         "kept whole (its decomposition gathers by a constant index); a roll of the flattened tensor stays a call"),
     _ir("sort (values)", "order", lambda x: x.sort(dim=1).values, (M,), ["Sort"], ["reorder"],

@@ -1,5 +1,5 @@
 # EqiForge plan of gemm_bias_gelu: 6 nodes, predicted 15.5 us (roofline prior (H100; published-time fit: held-out level 3 1.04x, 78% within 1.5x))
-# rule sets: attention, broadcast, composite, concat, conv, distributive, matmul, reduction, reorder, reshape, scalar, softmax, structure, transpose
+# rule sets: attention, broadcast, composite, concat, conv, distributive, matmul, reduction, reorder, reshape, scalar, softmax, structure, synthesized, transpose
 def plan(x, w, b):
     t3 = b.reshape(1, 32)
     t4 = native_gemm(x, w, 'N', 'N', (), 1, ('bin', 'add', ('acc',), ('in', 0)), [t3])

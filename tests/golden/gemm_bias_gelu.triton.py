@@ -1,5 +1,5 @@
 """EqiForge plan of gemm_bias_gelu: 5 nodes, predicted 8.9 us (roofline prior (H100; published-time fit: held-out level 3 1.04x, 78% within 1.5x)).
-rule sets: attention, broadcast, composite, concat, conv, distributive, fusion, layout, matmul, reduction, reorder, reshape, scalar, softmax, structure, tiling, transpose
+rule sets: attention, broadcast, composite, concat, conv, distributive, fusion, layout, matmul, reduction, reorder, reshape, scalar, softmax, structure, synthesized, tiling, transpose
 1 Triton kernel.
 
 Generated code: imports only torch and triton. Call forward(x, w, b, params) with params a dict of tensors.

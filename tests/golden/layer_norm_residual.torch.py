@@ -1,5 +1,5 @@
 # EqiForge plan of layer_norm_residual: 10 nodes, predicted 24.3 us (roofline prior (H100; published-time fit: held-out level 3 1.04x, 78% within 1.5x))
-# rule sets: attention, broadcast, composite, concat, conv, distributive, matmul, reduction, reorder, reshape, scalar, softmax, structure, transpose
+# rule sets: attention, broadcast, composite, concat, conv, distributive, matmul, reduction, reorder, reshape, scalar, softmax, structure, synthesized, transpose
 def plan(x, r, weight, bias):
     t2 = torch.add(x, r)
     t4 = weight.reshape(1, 16)

@@ -1,5 +1,5 @@
 """EqiForge plan of softmax_of_scaled_scores: 4 nodes, predicted 13.5 us (roofline prior (H100; published-time fit: held-out level 3 1.04x, 78% within 1.5x)).
-rule sets: attention, broadcast, composite, concat, conv, distributive, fusion, layout, matmul, reduction, reorder, reshape, scalar, softmax, structure, tiling, transpose
+rule sets: attention, broadcast, composite, concat, conv, distributive, fusion, layout, matmul, reduction, reorder, reshape, scalar, softmax, structure, synthesized, tiling, transpose
 2 Triton kernels.
 
 Generated code: imports only torch and triton. Call forward(q, k, params) with params a dict of tensors.
