@@ -55,7 +55,7 @@ def _error(err: BaseException) -> str:
     return f"{type(err).__name__}: {first[0][:300] if first else ''}"
 
 
-def _build_compile(program, example) -> tuple:
+def _build_compile(program, example, _backend: str) -> tuple:
     """torch.compile (inductor); the first call compiles, under no_grad like the timed calls."""
     compiled = torch.compile(program)
     with torch.no_grad():
@@ -63,9 +63,11 @@ def _build_compile(program, example) -> tuple:
     return compiled, {}
 
 
-def _build_eqiforge(program, example) -> tuple:
-    """EqiForge with the torch backend and every rule set; what its report says rides along."""
-    opt = eqiforge.optimize(program, example, backend="torch")
+def _build_eqiforge(program, example, backend: str) -> tuple:
+    """EqiForge with ``backend`` (torch: the plan's quality as PyTorch calls; auto: what ``optimize()`` does by
+    default, the plan under Inductor among the measured candidates) and every rule set; what its report says
+    rides along."""
+    opt = eqiforge.optimize(program, example, backend=backend)
     r = opt.report
     return opt, {"stage_seconds": r.stage_seconds, "predicted_before_s": r.predicted_before,
                  "predicted_after_s": r.predicted_after, "enodes": r.enodes, "eclasses": r.eclasses,
@@ -104,7 +106,7 @@ def quietest_timing(variants: dict, example: tuple, repeats: int, attempts: int)
     return best
 
 
-def bench_program(p: Program, repeats: int, attempts: int) -> dict:
+def bench_program(p: Program, repeats: int, attempts: int, backend: str = "torch") -> dict:
     """Build every variant, check it against eager on the example inputs, then time them together."""
     program, example = p.make()
     variants = {"eager": program, "hand": p.hand(program)}
@@ -112,7 +114,7 @@ def bench_program(p: Program, repeats: int, attempts: int) -> dict:
     for name, build in BUILDERS.items():
         t0 = time.perf_counter()
         try:
-            variants[name], row["info"][name] = build(program, example)
+            variants[name], row["info"][name] = build(program, example, backend)
         except Exception as err:  # a variant that cannot be built is reported, not fatal
             row["errors"][name] = _error(err)
             traceback.print_exc()
@@ -190,6 +192,8 @@ def parse_args(argv=None):
     ap.add_argument("--quick", action="store_true", help="few repeats and no retries, for a CI smoke run")
     ap.add_argument("--attempts", type=int, default=None, help=f"timing runs per program while other processes "
                     f"use > {BUSY_CORES} cores; the least disturbed is kept (default 5, quick 1)")
+    ap.add_argument("--backend", default="torch", choices=["torch", "auto"],
+                    help="EqiForge's backend (default torch: the plan as PyTorch calls; auto: optimize()'s default)")
     ap.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)), help="torch.set_num_threads")
     ap.add_argument("--out", default=str(Path(__file__).parent / "results"),
                     help="folder for the result files (cpu.json/.md, cpu_kernelbench.json/.md)")
@@ -208,11 +212,12 @@ def parse_args(argv=None):
 def run_suite(suite: str, args) -> dict:
     """Benchmark the suite's programs named in ``args.programs``; the results as written to JSON."""
     programs = SUITES[suite][0]
-    machine = {**machine_info(args.threads, args.repeats), "allocator": steady_allocator()}
+    machine = {**machine_info(args.threads, args.repeats), "allocator": steady_allocator(),
+               "eqiforge_backend": args.backend}
     results = {"suite": suite, "machine": machine, "programs": {}}
     for name in [n for n in args.programs if n in programs]:
         print(f"[bench] {suite}/{name} ...", file=sys.stderr, flush=True)
-        results["programs"][name] = bench_program(programs[name], args.repeats, args.attempts)
+        results["programs"][name] = bench_program(programs[name], args.repeats, args.attempts, args.backend)
     return results
 
 

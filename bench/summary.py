@@ -83,7 +83,8 @@ def markdown(results: dict) -> str:
     m = results["machine"]
     suite = results.get("suite", "algebra")  # results written before suites existed are the algebra suite
     lines = [f"# CPU benchmark, {suite} suite ({m['date']})", "",
-             f"EqiForge {m['eqiforge']}, {m['cpu']}, {m['cpus_usable']} usable CPUs, torch {m['torch']}, "
+             f"EqiForge {m['eqiforge']} (backend {m.get('eqiforge_backend', 'torch')}), {m['cpu']}, "
+             f"{m['cpus_usable']} usable CPUs, torch {m['torch']}, "
              f"{m['threads']} threads, "
              f"median of {m['repeats']} interleaved calls; times in ms; ratios (< 1: faster) are medians of per-round "
              f"ratios{'' if m.get('paired_ratios') else ' (in results before paired ratios: ratios of medians)'}. "
