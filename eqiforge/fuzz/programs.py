@@ -848,7 +848,8 @@ def _structured(b: _Builder, a: Value):
     """Algebra that hides behind masks, broadcasts and reorderings (rules/structure.egg, reduction.egg,
     reorder.egg): products by diagonal, triangular or banded masked matrices, by a band of ones and by
     kron(I, S), traces of products, broadcast products summed, squared distances, running-sum differences,
-    reductions of sorted, rolled or flipped values."""
+    reductions of sorted, rolled or flipped values, running sums and reversals through products and sums
+    (rules/synthesized.egg)."""
     if len(a.shape) < 2:
         return None
     rank, (n, k) = len(a.shape), a.shape[-2:]
@@ -856,7 +857,8 @@ def _structured(b: _Builder, a: Value):
     eye = f"torch.eye({n}, {like})"
     form = b.rng.choice(("diag_embed", "eye product", "masked diagonal", "trace", "running sum", "causal ones",
                          "broadcast contraction", "distances", "cumsum diff", "reordered sum", "band", "window",
-                         "kron identity"))
+                         "kron identity", "scanned product", "reversed product", "running product",
+                         "sum of running sums"))
     if form == "diag_embed":
         v = b.tensor(a.shape[:-1], a.dtype)
         return b.emit("structured", f"torch.diag_embed({v.name}) @ {a.name}", a.shape, a.dtype, a.mag * v.mag)
@@ -883,6 +885,22 @@ def _structured(b: _Builder, a: Value):
         s = b.tensor((n // 2, n // 2), a.dtype)
         return b.emit("structured", f"torch.kron(torch.eye(2, {like}), {s.name}) @ {a.name}", a.shape, a.dtype,
                       a.mag * s.mag * n // 2)
+    if form in ("scanned product", "reversed product", "running product"):
+        w = b.tensor((k, b.size()), a.dtype, scale=round(k ** -0.5, 3))
+        out = a.shape[:-1] + w.shape[1:]
+        if form == "scanned product":  # the running sums of a product's columns
+            return b.emit("structured", f"torch.cumsum({a.name} @ {w.name}, dim=-1)", out, a.dtype,
+                          a.mag * w.mag * k * w.shape[1])
+        if form == "reversed product":  # the contracted dim reversed
+            return b.emit("structured", f"{a.name}.flip(-1) @ {w.name}", out, a.dtype, a.mag * w.mag * k)
+        d = b.rng.randrange(rank - 1)  # running sums along a row dim, then the product
+        return b.emit("structured", f"{a.name}.cumsum({d}) @ {w.name}", out, a.dtype,
+                      a.mag * w.mag * k * a.shape[d])
+    if form == "sum of running sums":  # a sum over another dim than the running sums'
+        d, e = b.rng.sample(range(rank), 2)
+        reduced = a.shape[:e] + (1,) + a.shape[e + 1:]
+        return b.emit("structured", f"torch.cumsum({a.name}, {d}).sum({e}, keepdim=True)", reduced, a.dtype,
+                      a.mag * a.shape[d] * a.shape[e])
     if form in ("running sum", "causal ones"):
         lower = (f"torch.ones({n}, {n}, {like}).tril()" if form == "running sum" else
                  f"torch.where(torch.ones({n}, {n}, dtype=torch.bool).triu(1), 0.0, 1.0).to({a.name}.dtype)")
