@@ -8,7 +8,7 @@ import torch
 import eqiforge
 from eqiforge import api
 from eqiforge.cost import calibrate, get_cost_model
-from eqiforge.cost.devices import get_device
+from eqiforge.cost.lookup import get_device
 
 FIGURES = {"threads": 2, "matmul_tflops_float32": 0.1, "matmul_tflops_float64": 0.05,
            "matmul_tflops_bfloat16": 0.2, "mem_bw_gbs": 20.0, "vector_tflops": 0.02, "call_us": 2.0,
@@ -99,4 +99,4 @@ def test_a_norm_pytorch_composes_on_this_cpu_is_not_priced_as_one_native_call():
                                                                                       ("rms_norm",))
     cpu = get_device("H100").__class__(**{**get_device("H100").__dict__, "unfused": ("rms_norm",)})
     f = node_features("RowReduceK", [(4, 8)], ["float32"], (4, 8), "float32", attrs=attrs)
-    assert RooflinePrior(cpu).node_seconds(f) == float("inf") and RooflinePrior("H100").node_seconds(f) < 1e-3
+    assert RooflinePrior(cpu).node_seconds(f) == float("inf") and RooflinePrior(get_device("H100")).node_seconds(f) < 1e-3

@@ -5,7 +5,7 @@ import itertools
 import pytest
 
 from eqiforge import native
-from eqiforge.cost import get_cost_model, learned
+from eqiforge.cost import get_cost_model, get_device, learned
 from eqiforge.cost.dataset import read_records, record_features, tuplify
 from eqiforge.cost.train import evaluate_models, train_model
 from eqiforge.profiling.cpu import cpu_timer, gemm_layouts, sweep_cpu
@@ -35,7 +35,7 @@ def cpu_records(tmp_path, monkeypatch):
     what a model must learn."""
     from eqiforge.cost.roofline import RooflinePrior
     monkeypatch.setenv("EQIFORGE_CACHE_DIR", str(tmp_path / "cache"))
-    prior = RooflinePrior("cpu")
+    prior = RooflinePrior(get_device("cpu"))
 
     def timer(rec):
         seconds = prior.node_seconds(record_features(rec))
@@ -88,7 +88,7 @@ def test_attention_records_time_sdpa_with_keys_in_both_layouts():
 def gemm_model(epochs=30):
     """A model trained on GEMM records only (a synthetic clock twice the roofline's price)."""
     from eqiforge.cost.roofline import RooflinePrior
-    prior = RooflinePrior("cpu", kernels=False)
+    prior = RooflinePrior(get_device("cpu"), kernels=False)
     recs = [r for g in itertools.islice((g for g in sweep_cpu(5) if g[0]["op"] == "GemmK"), 40) for r in g]
     feats = [record_features(r) for r in recs]
     return learned.LearnedModel("cpu", members=2, kernels=False).fit(feats, 2 * prior.predict(feats), epochs=epochs)
@@ -97,7 +97,7 @@ def gemm_model(epochs=30):
 def test_the_mlps_correct_the_ops_they_were_trained_on_and_a_matmul_as_the_gemm_it_calls():
     from eqiforge.cost import node_features
     from eqiforge.cost.roofline import RooflinePrior
-    model, prior = gemm_model(), RooflinePrior("cpu", kernels=False)
+    model, prior = gemm_model(), RooflinePrior(get_device("cpu"), kernels=False)
     assert model.header["training"]["ops"] == ["GemmK"]
     q = (2, 4, 64, 32)
     attention = node_features("AttentionK", [q, q, q], ["float32"] * 3, q, "float32", attrs=("N", 0.2, 0))

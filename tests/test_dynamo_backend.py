@@ -182,7 +182,7 @@ def test_options_reach_eqiforge():
     [report] = dynamo.REPORTS[before:]
     assert report.rulesets == ["matmul", "fusion"]
     assert report.stop_reason == "iteration limit (2)"
-    assert report.cost_model == cost.RooflinePrior("A100").name  # its figures fitted to published times, named
+    assert report.cost_model == cost.RooflinePrior(cost.get_device("A100")).name  # its figures fitted to published times, named
     assert report.cost_model.startswith("roofline prior (A100; published-time fit: held-out level 3")
     assert report.ops_after["PointwiseK"] > 0  # a fused kernel of the triton backend
     assert options["rules"] == ["matmul", "fusion"]  # the caller's dict is not changed

@@ -110,10 +110,10 @@ def test_a_gpu_is_priced_with_its_fitted_figures_by_default_and_says_so():
     assert datasheet is DEVICES["H100"] and not datasheet.figures
     assert fitted.figures and "held-out level 3" in fitted.fitted
     assert fitted.launch_us != datasheet.launch_us and dict(fitted.class_bw_gbs)["elementwise"] < datasheet.mem_bw_gbs
-    assert "held-out level 3" in RooflinePrior("H100").name
+    assert "held-out level 3" in RooflinePrior(get_device("H100")).name
     h200 = get_device("H200")  # no published times: the H100's figures on the H200's datasheet
     assert h200.mem_bw_gbs == DEVICES["H200"].mem_bw_gbs and h200.figures == fitted.figures
-    assert h200.fitted.startswith("H100's published-time fit") and RooflinePrior("H200").name.startswith("roofline prior (H200; H100's")
+    assert h200.fitted.startswith("H100's published-time fit") and RooflinePrior(get_device("H200")).name.startswith("roofline prior (H200; H100's")
     figures = gpu_fit.load_figures()
     assert set(figures["gpus"]) >= {"H100", "B200", "A100", "L40S", "T4"} and "H100_PCIE" not in figures["gpus"]
 

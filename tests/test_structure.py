@@ -124,6 +124,48 @@ def test_stages_import_only_earlier_stages():
     assert not backward_imports(PACKAGE)
 
 
+def module_imports(package: Path, name: str = "eqiforge") -> dict[str, set[str]]:
+    """Module -> the modules of ``package`` it imports (statements at any depth: a lazy import inside a
+    function is an arrow too); ``from . import x`` names module x where there is one, else the package."""
+    paths = {".".join((name, *p.relative_to(package).with_suffix("").parts)).removesuffix(".__init__"): p
+             for p in package.rglob("*.py")}
+    graph = {}
+    for module, path in paths.items():
+        here = module if path.name == "__init__.py" else module.rsplit(".", 1)[0]
+        targets = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                base = ".".join(here.split(".")[:len(here.split(".")) - node.level + 1]) if node.level else ""
+                source = ".".join(filter(None, (base, node.module)))
+                targets |= {f"{source}.{a.name}" if f"{source}.{a.name}" in paths else source for a in node.names}
+            elif isinstance(node, ast.Import):
+                targets |= {a.name for a in node.names}
+        for target in targets:
+            while target not in paths and "." in target:
+                target = target.rsplit(".", 1)[0]
+            if target in paths and target != module:
+                graph.setdefault(module, set()).add(target)
+    return graph
+
+
+def import_cycles(package: Path) -> list[list[str]]:
+    import networkx as nx
+    return list(nx.simple_cycles(nx.DiGraph([(m, t) for m, ts in module_imports(package).items() for t in ts])))
+
+
+def test_no_module_imports_one_that_imports_it_back():
+    """No circle in the import drawing, lazy imports included (cost/devices and cost/calibrate made one
+    until the device lookup moved above both, issue 43)."""
+    assert not import_cycles(PACKAGE)
+
+
+def test_the_cycle_check_sees_a_lazy_import(tmp_path):
+    (tmp_path / "__init__.py").write_text("")
+    (tmp_path / "table.py").write_text("def lookup():\n    from .measure import measured\n    return measured()\n")
+    (tmp_path / "measure.py").write_text("from .table import lookup\n")
+    assert [sorted(c) for c in import_cycles(tmp_path)] == [["eqiforge.measure", "eqiforge.table"]]
+
+
 def test_structure_check_sees_string_imports(tmp_path):
     (tmp_path / "report.py").write_text('import importlib\nviz = importlib.import_module("eqiforge.viz")\n')
     (tmp_path / "ir.py").write_text('api = __import__("eqiforge.api")\nfrom eqiforge import ops, viz\n')

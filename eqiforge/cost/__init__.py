@@ -4,9 +4,10 @@ A cost model has ``name`` (it appears in the plan report: which model priced the
 ``predict(list[NodeFeatures]) -> np.ndarray`` of seconds.
 """
 from ..errors import EqiforgeError
-from .devices import DEVICES, Device, get_device
+from .devices import DEVICES, Device
 from .features import NodeFeatures, constant_classes, node_features, snapshot_features
 from .learned import LearnedModel, find_model
+from .lookup import get_device
 from .roofline import RooflinePrior
 from .vector import FEATURE_NAMES, feature_vector
 
@@ -24,6 +25,7 @@ def get_cost_model(name: str = "roofline", device=None, kernels: bool = False):
     it falls back to the roofline prior, whose name then says why: a model serves the backend it was trained
     for (a GPU's: generated kernels; the CPU's: the torch backend's native calls) and, on a CPU, the processor.
     """
+    device = get_device(device)
     if name == "roofline":
         return RooflinePrior(device, kernels)
     if name == "learned":

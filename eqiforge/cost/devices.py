@@ -11,7 +11,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ..errors import EqiforgeError
 
 
 @dataclass(frozen=True)
@@ -107,21 +106,3 @@ CUDA_NAMES = {"NVIDIA H100 80GB HBM3": "H100", "NVIDIA H100 PCIe": "H100_PCIE", 
               "Tesla T4": "T4"}
 
 DEFAULT_DEVICE = "H100"
-
-
-def get_device(name: str | Device | None = None, datasheet: bool = False) -> Device:
-    """A device from the table by name (case-insensitive); the default when None. A GPU comes with the
-    figures fitted to published timings (cost/gpu_fit.py) where there are some for it, unless ``datasheet``."""
-    if isinstance(name, Device):
-        return name
-    if isinstance(name, str) and name.lower() == "cpu":
-        from .calibrate import cpu_device  # measured, not tabled (calibrate.py builds on Device)
-        return cpu_device()
-    key = (name or DEFAULT_DEVICE).upper().replace("NVIDIA", "").replace(" ", "")
-    for dev_name, dev in DEVICES.items():
-        if dev_name.upper() == key:
-            if datasheet:
-                return dev
-            from .gpu_fit import fitted_device, load_figures  # gpu_fit prices with this module's devices
-            return fitted_device(dev, load_figures())
-    raise EqiforgeError(f"unknown device {name!r}; known devices: {sorted(DEVICES) + ['cpu']}")

@@ -36,7 +36,8 @@ from ..errors import EqiforgeError
 from ..native import ACC
 from .calibrate import cpu_model
 from .configs import best_prices
-from .devices import Device, get_device
+from .devices import Device
+from .lookup import get_device
 from .features import NodeFeatures, node_features
 from .plans import cross_validated, fit_plan_figures, plan_device
 from .roofline import RooflinePrior

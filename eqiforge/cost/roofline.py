@@ -14,7 +14,7 @@ import numpy as np
 
 from .. import fused, native, ops
 from .configs import best_prices
-from .devices import Device, get_device
+from .devices import Device
 from .features import NodeFeatures, node_features
 
 TILE = 128
@@ -67,8 +67,10 @@ class RooflinePrior:
     backend) kernel-layer nodes are never chosen.
     """
 
-    def __init__(self, device: str | Device | None = None, kernels: bool = False):
-        self.device = get_device(device)
+    def __init__(self, device: Device, kernels: bool = False):
+        if not isinstance(device, Device):  # resolving a name measures or fits figures: above this module
+            raise TypeError(f"RooflinePrior prices a Device, got {device!r}: cost.get_device(name) gives one")
+        self.device = device
         self.kernels = kernels
         fitted = f"; {self.device.fitted}" if self.device.fitted else ""
         self.name = f"roofline prior ({self.device.name}{fitted})"

@@ -10,6 +10,7 @@ from ..errors import EqiforgeError
 from .calibrate import cpu_model
 from .dataset import record_features, split_by_shape
 from .learned import LearnedModel
+from .lookup import get_device
 from .metrics import evaluate
 from .roofline import RooflinePrior
 
@@ -71,5 +72,5 @@ def evaluate_models(records: list[dict], models: list, held_out: float = 0.25, s
     feats = [record_features(r) for r in test]
     measured = np.array([r["seconds"] for r in test])
     groups = [r["group"] for r in test]
-    prior = RooflinePrior(records_device(records), kernels=generated_kernels(records_device(records)))
+    prior = RooflinePrior(get_device(records_device(records)), kernels=generated_kernels(records_device(records)))
     return {m.name: evaluate(groups, m.predict(feats), measured) for m in [prior, *models]}
