@@ -95,7 +95,8 @@ class Options:
         if self.measure not in choice.MODES:
             raise EqiforgeError(f"unknown measure mode {self.measure!r}; available: {list(choice.MODES)}")
         if not self.measure_seconds >= 0:
-            raise EqiforgeError(f"measure_seconds is a time budget in seconds (0: no timing); got {self.measure_seconds!r}")
+            raise EqiforgeError("measure_seconds is a time budget in seconds (0: no timing); "
+                                f"got {self.measure_seconds!r}")
         if not 0 <= self.min_gain < 1:
             raise EqiforgeError(f"min_gain is a fraction in [0, 1) (0.005: a plan must be predicted 0.5% faster); "
                                 f"got {self.min_gain!r}")
@@ -190,7 +191,7 @@ def _plan_for_call(fn, args, kwargs, opts: Options, dynamic, declared: bool) -> 
     why = no_better(optimized, opts)
     compiled = None if no_inductor else compiled_original(fn)
     first = FirstRace(why)
-    if opts.backend == "torch" and measurable(optimized, opts, why):  # inductor: predicted (dynamo.py measures)
+    if opts.backend == "torch" and measurable(optimized, opts):  # inductor: predicted (dynamo.py measures)
         with timer("measure"):  # in the report's stages
             first = _measured_choice(optimized, fn, args, kwargs, captured, opts, budget,
                                      compiled if _program_compile_may_win(optimized.report, opts, captured) else None)
@@ -233,7 +234,7 @@ def generalize(optimized, captured, opts: Options, title: str) -> None:
     arguments = {n: ident(n) for n in captured.input_names if n not in captured.param_inputs}
     main = _symbolic_runner(optimized.plan, program.lifter, captured, title, optimized.report.rulesets)
     checked = [_checked(main, captured, values, opts) for values in program.check_values()]
-    failed = next((c for c in checked if c.startswith("fails")), None)
+    failed = next((c for c in checked if c.failure), None)
     if failed:
         raise NoPlanForEverySize(f"no plan for every size: the plan lifted from {program.hints} {failed}")
     (symbol, hint), = program.hints.items() if len(program.hints) == 1 else ((None, None),)
@@ -247,8 +248,8 @@ def generalize(optimized, captured, opts: Options, title: str) -> None:
         sorted(buckets, key=lambda b: b[0]), symbolic.size_prelude(shapes, arguments, only=symbol)[0].replace(
             variable(symbol), "size", 1), list(arguments.values()))
     optimized.generalize(runner, runner.source, shapes, {s: r[0] for s, r in program.ranges.items()})
-    optimized.report.symbolic = (f"{program.describe()}; the plan checked at {'; '.join(checked) or 'the hints only'}"
-                                 + "".join(f"; {n}" for n in notes))
+    places = "; ".join(map(str, checked)) or "the hints only"
+    optimized.report.symbolic = f"{program.describe()}; the plan checked at {places}" + "".join(f"; {n}" for n in notes)
 
 
 def _symbolic_runner(plan, lifter, captured, title: str, rulesets) -> TorchPlan:
@@ -264,13 +265,24 @@ def _symbolic_runner(plan, lifter, captured, title: str, rulesets) -> TorchPlan:
     return TorchPlan(to_torch_code(lifted, names, captured.param_inputs, header, prelude))
 
 
-def _checked(runner, captured, values: dict[str, int], opts: Options) -> str:
-    """``runner`` against the program converted at ``values``: "s=v" when it passes, "fails at ..." if not."""
+@dataclass(frozen=True)
+class SizeCheck:
+    """A plan for every size checked against the program converted at some values of its symbols (``where``:
+    "s=v, ..."); ``failure`` says how it failed there ("" where it passed)."""
+
+    where: str
+    failure: str = ""
+
+    def __str__(self) -> str:
+        return f"fails at {self.where}: {self.failure}" if self.failure else self.where
+
+
+def _checked(runner, captured, values: dict[str, int], opts: Options) -> SizeCheck:
+    """``runner`` against the program converted at ``values``."""
     graph = captured.symbolic.graph_at(values)
     verdict = validate.PlanCheck(graph, captured.input_names, examples_at(captured, values), captured.param_inputs,
                                  opts.assume_finite)(runner)
-    where = ", ".join(f"{s}={v}" for s, v in values.items())
-    return where if verdict.ok else f"fails at {where}: {verdict.describe()}"
+    return SizeCheck(", ".join(f"{s}={v}" for s, v in values.items()), "" if verdict.ok else verdict.describe())
 
 
 def _bucket(optimized, captured, values: dict[str, int], opts: Options, title: str):
@@ -291,7 +303,7 @@ def _bucket(optimized, captured, values: dict[str, int], opts: Options, title: s
     except EqiforgeError as err:
         return None, f"priced at {where}: another plan, not used ({err})"
     check = _checked(runner, captured, values, opts)
-    if check.startswith("fails"):
+    if check.failure:
         return None, f"priced at {where}: another plan, not used (it {check})"
     return runner, f"priced at {where}: another plan ({plan.predicted_seconds * 1e6:.1f} us predicted there)"
 
@@ -307,12 +319,12 @@ def _reached(snap, choice: dict[int, int]) -> dict[int, int]:
     return reached
 
 
-def measurable(optimized, opts: Options, why: str | None) -> bool:
+def measurable(optimized, opts: Options) -> bool:
     """Whether the program and the plan may be timed to choose: plans of PyTorch code (the torch and inductor
     backends), when the plan is EqiForge's own (not only calls it does not optimize) and the user did not ask
     for the plan whatever."""
     return (opts.measure != "never" and opts.backend != "triton" and opts.original_if_no_better
-            and not (why or "").startswith(("the plan is PyTorch calls", "the plan computes nothing")))
+            and not nothing_to_optimize(optimized.report))
 
 
 @dataclass
@@ -339,16 +351,17 @@ def _measured_choice(optimized, fn, args, kwargs, captured, opts: Options, budge
     sets = choice.input_sets(args, kwargs)
     best = min(report.predicted_after, _program_price(report) or report.predicted_after)
     alternatives = optimized.next_plans.plans(NEXT_PLANS, NEXT_PLANS_BAND * best) if optimized.next_plans else []
-    modules = [optimized.alternative(runner, source, plan) for _, plan, runner, source in alternatives]
+    others = {f"plan {i}": alternative for i, alternative in enumerate(alternatives, 2)}  # by candidate name
     with torch.no_grad():
         candidates = [
             choice.Candidate("program", choice.rotating(lambda a, k: fn(*a, **k), sets),
                              report.predicted_written or report.predicted_before, captured.graph.format()),
             choice.Candidate("plan", choice.rotating(lambda a, k: optimized(*a, **k), sets), report.predicted_after,
                              optimized.source, nodes=graph_nodes(optimized.plan.graph))]
-        candidates += [choice.Candidate(f"plan {i}", choice.rotating(lambda a, k, m=module: m(*a, **k), sets),
-                                        module.plan.predicted_seconds, module.source, nodes=graph_nodes(module.plan.graph))
-                       for i, module in enumerate(modules, 2)]
+        for name, (_, plan, runner, source) in others.items():
+            module = optimized.alternative(runner, source, plan)
+            candidates.append(choice.Candidate(name, choice.rotating(lambda a, k, m=module: m(*a, **k), sets),
+                                               plan.predicted_seconds, source, nodes=graph_nodes(plan.graph)))
         if compiled is not None:
             candidates.append(_compiled_candidate(compiled, captured, args, kwargs, sets))
         decision = choice.choose(candidates, opts.measure, budget, opts.min_gain, opts.cache,
@@ -357,12 +370,12 @@ def _measured_choice(optimized, fn, args, kwargs, captured, opts: Options, budge
     raced = compiled is not None and (COMPILED_PROGRAM in decision.medians or COMPILED_PROGRAM in decision.failed)
     if not decision.medians:  # not timed: the prediction decides, as with measure="never"
         return FirstRace(no_better(optimized, opts))
-    if decision.runs.startswith("plan "):  # a next-best plan was measured faster: it is the plan now
-        selection, plan, runner, source = alternatives[int(decision.runs.split()[1]) - 2]
+    if decision.runs in others:  # a next-best plan was measured faster: it is the plan now
+        selection, plan, runner, source = others[decision.runs]
         optimized.use_plan(plan, runner, source)
         optimized.extraction.selection = selection
         report.predicted_after, report.ops_after = plan.predicted_seconds, plan.graph.op_counts()
-    if decision.runs.startswith("plan"):
+    if decision.runs == "plan" or decision.runs in others:
         return FirstRace(None, raced)
     return FirstRace(f"measured: {decision.why}", raced, decision.runs == COMPILED_PROGRAM)
 
@@ -494,14 +507,20 @@ def no_better(optimized, opts: Options) -> str | None:
     if opts.backend == "triton" or not opts.original_if_no_better:
         return None
     report = optimized.report
-    computes = {op for op, n in report.ops_after.items() if n and ops.get(op).kind != "leaf"}
-    if computes <= {"Extern"}:
-        return "the plan is PyTorch calls EqiForge does not optimize" if computes else "the plan computes nothing"
+    if nothing_to_optimize(report):
+        extern = report.ops_after.get("Extern")
+        return "the plan is PyTorch calls EqiForge does not optimize" if extern else "the plan computes nothing"
     written = " than the program's calls as written"
     for before, than in ((report.predicted_before, ""), (report.predicted_written, written)):
         if before and report.predicted_after * (1 + opts.min_gain) >= before:
             return _short_of(report.predicted_after, before, than, opts.min_gain)
     return None
+
+
+def nothing_to_optimize(report) -> bool:
+    """Whether the plan computes nothing but PyTorch calls EqiForge does not optimize (or nothing at all): no
+    measured choice can find it faster than the program."""
+    return {op for op, n in report.ops_after.items() if n and ops.get(op).kind != "leaf"} <= {"Extern"}
 
 
 def _short_of(after: float, before: float, than: str, min_gain: float) -> str:

@@ -15,9 +15,10 @@ marked static, less any the graph mutates or returns) are optimized as constants
 does: weight-only sub-expressions (concatenated projections, folded norms, masks) are computed once. Each
 call checks that every such input is the same tensor at the same version (``_version``, which in-place
 updates, optimizer steps and ``load_state_dict`` advance); if one changed, the graph is optimized again
-with the new weights, and past ``MAX_REBINDS`` changes it keeps them as inputs (live). Writes through ``.data`` do not advance the version (PyTorch gives ``.data`` its own counter)
-and are not seen: use ``options={"freeze": False}`` for a model whose weights are changed that way. In
-training the weights stay graph inputs.
+with the new weights, and past ``MAX_REBINDS`` changes it keeps them as inputs (live). Writes through
+``.data`` do not advance the version (PyTorch gives ``.data`` its own counter) and are not seen: use
+``options={"freeze": False}`` for a model whose weights are changed that way. In training the weights stay
+graph inputs.
 
 Options: ``torch.compile(model, backend="eqiforge", options={...})`` takes those of ``eqiforge.optimize``
 (backend, rules, limits, device, ...) plus ``fallback`` ("inductor" or "eager"), ``max_shapes`` and
@@ -200,8 +201,8 @@ def _static_plan(gm, example_inputs, opts: api.Options, fallback: str, weights: 
     report = optimized.report
     timed = choice.untimed([("graph", _graph_price(report, fallback)), ("plan", report.predicted_after)],
                            opts.measure, opts.measure_seconds)
-    if opts.measure == "never" or timed is not None or not api.measurable(optimized, opts, why):
-        if timed is not None and opts.measure != "never" and api.measurable(optimized, opts, why):
+    if opts.measure == "never" or timed is not None or not api.measurable(optimized, opts):
+        if timed is not None and opts.measure != "never" and api.measurable(optimized, opts):
             report.measured = timed.describe()
         return _predicted_choice(gm, example_inputs, optimized, examples, live, strides, fallback, why)
     return _measured_choice(gm, example_inputs, optimized, examples, live, weights, strides, opts, fallback, why)

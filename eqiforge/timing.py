@@ -54,8 +54,9 @@ def time_candidates(candidates: dict[str, Callable[[], object]], budget_s: float
     until ``budget_s`` is spent once ``min_rounds`` are done, or until ``settled(timings)`` says more rounds
     cannot change the decision; the candidates ``beaten(timings)`` names are not timed again (both are asked
     from ``2 * min_rounds`` rounds on); fewer rounds (the note says how many) where the first
-    calls and rounds pass HARD_LIMIT budgets before that. ``sync`` waits for a device's queued work (CUDA); ``flush`` evicts its
-    caches before each visit (a GPU's L2), so a candidate is timed on its own warm-up call only."""
+    calls and rounds pass HARD_LIMIT budgets before that. ``sync`` waits for a device's queued work (CUDA);
+    ``flush`` evicts its caches before each visit (a GPU's L2), so a candidate is timed on its own warm-up call
+    only."""
     sync, flush = sync or (lambda: None), flush or (lambda: None)
     timings = Timings()
     started = clock()

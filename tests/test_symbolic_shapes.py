@@ -126,7 +126,7 @@ def test_a_plan_that_does_not_hold_at_other_sizes_is_not_used_for_them(monkeypat
 
 
 def test_dims_asked_dynamic_whose_plan_does_not_hold_get_a_plan_for_the_example_with_a_warning(monkeypatch):
-    monkeypatch.setattr(api, "_checked", lambda *args: "fails at s=3: the plan checked made to fail")
+    monkeypatch.setattr(api, "_checked", lambda *args: api.SizeCheck("s=3", "the plan checked made to fail"))
     with pytest.warns(UserWarning, match="asked for a plan for every size, but there is no plan for every size"):
         opt = eqiforge.optimize(attention, qkv(8, 0), dynamic={"q": 2, "k": 2, "v": 2}, measure="never",
                                 original_if_no_better=False)

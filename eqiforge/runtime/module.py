@@ -72,7 +72,7 @@ class OptimizedModule(torch.nn.Module):
         self._original = fn
         if isinstance(fn, torch.nn.Module):
             self.original = fn  # a submodule: it moves with .to() and shows in state_dict()
-        self._set_entry("original({args})")
+        self._set_entry("original({args})", runs_original=True)
         self.report.runs = f"{what} ({why})"
 
     def alternative(self, runner, source: str, plan) -> OptimizedModule:
@@ -126,7 +126,7 @@ class OptimizedModule(torch.nn.Module):
         self._arity = call.arity if call.arity is not None else -1
         self._replan, self._original_program = replan, original
         self.plans = PlanCache(self._build, capacity) if replan is not None else None
-        self._set_entry(self._result)
+        self._set_entry(self._result, self._runs_original)
 
     def forward(self, *args, **kwargs):
         return self._dispatch(*args, **kwargs)
@@ -242,10 +242,11 @@ class OptimizedModule(torch.nn.Module):
             return "unflatten(list(runner.forward({args})), out_spec)"
         return "runner.forward({args})"
 
-    def _set_entry(self, result: str) -> None:
+    def _set_entry(self, result: str, runs_original: bool = False) -> None:
         """Generate ``_entry(*inputs)`` and ``_dispatch(*args, **kwargs)`` (``_entry``'s body behind a test for the
-        example's positional tensors; other calls are flattened first), which return ``result``."""
-        self._result = result
+        example's positional tensors; other calls are flattened first), which return ``result`` (the original
+        program's outputs where ``runs_original``: counted as such)."""
+        self._result, self._runs_original = result, runs_original
         self._entry, self._dispatch = self._compile_entry(result)
 
     def _compile_entry(self, result: str):
@@ -283,7 +284,7 @@ class OptimizedModule(torch.nn.Module):
             guard = [f"    if not fast.check({args}):", *("    " + line for line in guard),
                      f"        fast.learn({args})"]
         guard += bind + ([f"    if not ({' and '.join(sized)}):", f"        return mismatch{call}"] if sized else [])
-        counter = "counts[1] += 1" if result.startswith("original") else "counts[0] += 1"
+        counter = "counts[1] += 1" if self._runs_original else "counts[0] += 1"
         body = [*guard, f"    {counter}", f"    return {result.format(args=args)}"]
         unpack = [f"    {args}{',' if len(names) == 1 else ''} = args"] if names else []
         dispatch = ["    if kwargs or len(args) != " + str(len(names)) + ":", "        return structured(args, kwargs)",
