@@ -68,7 +68,8 @@ def layouts(rows: int, width: int, out: int, repeats: int) -> dict:
         return torch.addmm(b, x, laid_out)
     inputs = [(torch.randn(rows, width, generator=gen),) for _ in range(4)]
     samples = time_round_robin({"view": view, "contiguous": contiguous}, inputs, repeats)
-    return {"view": statistics.median(samples["view"]) * 1e6, "contiguous": statistics.median(samples["contiguous"]) * 1e6,
+    return {"view": statistics.median(samples["view"]) * 1e6,
+            "contiguous": statistics.median(samples["contiguous"]) * 1e6,
             "speedup": _paired(samples, "view", "contiguous")}
 
 

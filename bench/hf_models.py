@@ -248,7 +248,8 @@ def main() -> None:
             tm = t["ms"]
             train_speedups.append(t["speedup"])
             train_rows.append(f"| {name} | {tm['eager']:.1f} | {tm['compile']:.1f} | {tm['eqiforge_compile']:.1f} | "
-                              f"{t['speedup']:.3f} | {t['errors']['compile']:.1e} | {t['errors']['eqiforge_compile']:.1e} |")
+                              f"{t['speedup']:.3f} | {t['errors']['compile']:.1e} | "
+                              f"{t['errors']['eqiforge_compile']:.1e} |")
             print(train_rows[-1], flush=True)
     command = " ".join(["python bench/hf_models.py", *sys.argv[1:]])
     lines = [f"# Hugging Face models on the CPU ({datetime.date.today()}, torch {torch.__version__}, "

@@ -164,7 +164,8 @@ def main() -> None:
             "|---" * (2 + len(variants_run) + len(ratios) + versus_best) + "|"]
     first = ["", "First calls: seconds to build each variant and run its first call (compiles included; this process "
              "compiled a trivial function first, so no variant pays Dynamo's and Inductor's start-up alone).", "",
-             "| program | " + " | ".join(TITLES[v] for v in variants_run) + " |", "|---" * (1 + len(variants_run)) + "|"]
+             "| program | " + " | ".join(TITLES[v] for v in variants_run) + " |",
+             "|---" * (1 + len(variants_run)) + "|"]
     out.write_text("\n".join(head + rows + first + first_rows) + "\n")
     print(f"written {out}")
 

@@ -3,14 +3,15 @@ priced for the H100: e-graph size, iterations, why saturation stopped, the extra
 the plan's predicted time, one row per block.
 
 Blocks are Hugging Face transformers layers at their published sizes, built by gpu/hf_blocks.py with random
-weights (no downloads, eval mode, batch 1; the GPU suite exports the same blocks' plans): a BertLayer of BERT-base (sequence 128), a GPT2Block (768 wide, sequence 128),
-a LlamaDecoderLayer at Llama-2-7B width with grouped-query attention (hidden 4096, 32 heads, 8 key/value
-heads, intermediate 11008; rotary tables built by the wrapper; sequence 128), the first T5Block of t5-base's
-encoder (sequence 128), a ViTLayer of ViT-base (197 tokens), and ``bert12``, BERT-base's 12-layer encoder
-(the repeated-block path: its wall time and report matter). Each block is optimized in a fresh process with
-``validate=False, cache=False, measure="never"``; ``--raised`` raises the saturation limits, ``--unguided``
-runs the kernel layer on every algebraic form (``kernel_guide=None``; default: cost-guided, egraph/guide.py). For ``bert`` the
-matches per rule and per rule set, the growth per iteration and the e-nodes per op kind are printed too.
+weights (no downloads, eval mode, batch 1; the GPU suite exports the same blocks' plans): a BertLayer of BERT-base
+(sequence 128), a GPT2Block (768 wide, sequence 128), a LlamaDecoderLayer at Llama-2-7B width with grouped-query
+attention (hidden 4096, 32 heads, 8 key/value heads, intermediate 11008; rotary tables built by the wrapper; sequence
+128), the first T5Block of t5-base's encoder (sequence 128), a ViTLayer of ViT-base (197 tokens), and ``bert12``,
+BERT-base's 12-layer encoder (the repeated-block path: its wall time and report matter). Each block is optimized in a
+fresh process with ``validate=False, cache=False, measure="never"``; ``--raised`` raises the saturation limits,
+``--unguided`` runs the kernel layer on every algebraic form (``kernel_guide=None``; default: cost-guided,
+egraph/guide.py). For ``bert`` the matches per rule and per rule set, the growth per iteration and the e-nodes per op
+kind are printed too.
 
     python bench/joint_scaling.py                          # -> bench/results/joint_scaling.md
     python bench/joint_scaling.py --blocks bert --raised --out bench/results/joint_scaling_raised.md

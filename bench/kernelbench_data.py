@@ -12,10 +12,10 @@ problem sizes up, yet its timing files are from Jan-Mar 2025, timed at the sizes
 
 Each distinct problem source (git blob) is captured once, in a worker process (time limit, one thread):
 model and inputs are built on the meta device (no memory, whatever the sizes; an explicit ``cuda`` device
-in old versions is forced to meta; ``linspace`` schedules, read with ``.item()``, stay real), the model in the mode it is constructed in (training, as timed), then
-``torch.export`` and ``eqiforge.frontend.as_written.written_calls`` record its calls. A program that fails
-(``.item()`` on meta, a missing module, a hang) is listed under "skipped" with the reason. Two level-3
-programs (Mamba2) import einops: ``pip install einops`` first to capture them. A timing KernelBench
+in old versions is forced to meta; ``linspace`` schedules, read with ``.item()``, stay real), the model in the mode it
+is constructed in (training, as timed), then ``torch.export`` and ``eqiforge.frontend.as_written.written_calls`` record
+its calls. A program that fails (``.item()`` on meta, a missing module, a hang) is listed under "skipped" with the
+reason. Two level-3 programs (Mamba2) import einops: ``pip install einops`` first to capture them. A timing KernelBench
 published as null (the program failed under that config) is kept as a row with ``ms`` null.
 """
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """Kernel-layer nodes that PyTorch runs as one native call, and those calls.
 
 The torch backend cannot fuse, but a re-formed composite (rules/composite.egg, attention.egg) is one
-PyTorch op: a layer norm with its affine, a softmax, addmm, scaled dot-product attention. The cost prior prices exactly these kernel nodes for the
-torch backend (the rest are never chosen there) and the torch lowering calls them.
+PyTorch op: a layer norm with its affine, a softmax, addmm, scaled dot-product attention. The cost prior prices exactly
+these kernel nodes for the torch backend (the rest are never chosen there) and the torch lowering calls them.
 """
 from __future__ import annotations
 

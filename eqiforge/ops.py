@@ -493,7 +493,8 @@ OPS: dict[str, OpDef] = {o.name: o for o in [
     _op("Gelu", _U, torch.nn.functional.gelu, _TR, aten=("gelu",), torch_src="torch.nn.functional.gelu({0})",
         triton="0.5 * {0} * (1.0 + tl.erf({0} * 0.7071067811865476))"),  # x * Phi(x), exact
     _op("GeluTanh", _U, gelu_tanh, _TR, aten=("gelu",), torch_src="torch.nn.functional.gelu({0}, approximate='tanh')",
-        triton="{0} * tl.sigmoid(1.5957691216057308 * ({0} + 0.044715 * {0} * {0} * {0}))"),  # (1+tanh u)/2 = sigmoid(2u)
+        # (1+tanh u)/2 = sigmoid(2u)
+        triton="{0} * tl.sigmoid(1.5957691216057308 * ({0} + 0.044715 * {0} * {0} * {0}))"),
     _op("Silu", _U, torch.nn.functional.silu, _TR, aten=("silu",), torch_src="torch.nn.functional.silu({0})",
         triton="{0} * tl.sigmoid({0})"),
     _op("Mish", _U, torch.nn.functional.mish, _TR, aten=("mish",), torch_src="torch.nn.functional.mish({0})",

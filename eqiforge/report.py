@@ -71,7 +71,8 @@ class Report:
             ("program", f"{count(self.ops_before)} -> {count(self.ops_after)}"),
             ("predicted time", f"{self.predicted_before * 1e6:.1f} us -> {self.predicted_after * 1e6:.1f} us "
                                f"({self.speedup:.2f}x, {self.cost_model})"
-                               + (f"; as written {self.predicted_written * 1e6:.1f} us" if self.predicted_written else "")),
+                               + (f"; as written {self.predicted_written * 1e6:.1f} us"
+                                  if self.predicted_written else "")),
             ("e-graph", f"{self.enodes} e-nodes, {self.eclasses} e-classes after {self.iterations} iterations"),
             ("stopped because", self.stop_reason + (" (this saturation read from EqiForge's cache)"
                                                     if self.saturation.from_cache else "")),

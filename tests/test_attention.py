@@ -313,7 +313,8 @@ def test_half_precision_sdpa_is_one_kernel_on_the_half_tensors(dtype, causal):
     assert got.dtype == dtype and (got.float() - want).norm() <= 2e-2 * want.norm()
     (node,) = attention_nodes(opt)
     g = opt.plan.graph
-    assert [g.nodes[j].dtype for j in node.inputs] == [{torch.float16: "float16", torch.bfloat16: "bfloat16"}[dtype]] * 3
+    assert ([g.nodes[j].dtype for j in node.inputs]
+            == [{torch.float16: "float16", torch.bfloat16: "bfloat16"}[dtype]] * 3)
     assert node.attrs[2] == int(causal) and len(node.inputs) == 3
 
 

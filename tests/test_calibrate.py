@@ -85,7 +85,8 @@ def test_torch_plans_of_cpu_tensors_are_priced_for_this_cpu(fake_measure, monkey
     assert named.report.cost_model == get_cost_model("roofline", "A100").name
     assert api.default_device("triton", [x]) is None and api.default_device("torch", [x]) == "cpu"
     monkeypatch.setenv("EQIFORGE_DEVICE", "L40S")
-    assert eqiforge.optimize(lambda a: (a @ a).relu(), (x,)).report.cost_model == get_cost_model("roofline", "L40S").name
+    assert (eqiforge.optimize(lambda a: (a @ a).relu(), (x,)).report.cost_model
+            == get_cost_model("roofline", "L40S").name)
 
 
 def test_a_norm_pytorch_composes_on_this_cpu_is_not_priced_as_one_native_call():
@@ -99,4 +100,5 @@ def test_a_norm_pytorch_composes_on_this_cpu_is_not_priced_as_one_native_call():
                                                                                       ("rms_norm",))
     cpu = get_device("H100").__class__(**{**get_device("H100").__dict__, "unfused": ("rms_norm",)})
     f = node_features("RowReduceK", [(4, 8)], ["float32"], (4, 8), "float32", attrs=attrs)
-    assert RooflinePrior(cpu).node_seconds(f) == float("inf") and RooflinePrior(get_device("H100")).node_seconds(f) < 1e-3
+    assert (RooflinePrior(cpu).node_seconds(f) == float("inf")
+            and RooflinePrior(get_device("H100")).node_seconds(f) < 1e-3)

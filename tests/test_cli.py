@@ -42,7 +42,8 @@ def test_optimize_user_file_with_model_and_get_inputs(tmp_path, capsys):
 
 def test_optimize_user_factory(tmp_path, capsys):
     f = tmp_path / "prog.py"
-    f.write_text("import torch\ndef make():\n    return (lambda a, b: a @ b + a, (torch.randn(4, 4), torch.randn(4, 4)))\n")
+    f.write_text("import torch\ndef make():\n"
+                 "    return (lambda a, b: a @ b + a, (torch.randn(4, 4), torch.randn(4, 4)))\n")
     code, out, _ = run(capsys, "optimize", f"{f}:make")
     assert code == 0 and "matches eager" in out
 
@@ -73,7 +74,8 @@ def test_examples_lists_builtins(capsys):
 
 @pytest.mark.parametrize("source,message", [
     ("import torch\nclass Model(torch.nn.Module):\n    def __init__(self):\n        raise ValueError('no weights')\n"
-     "def get_inputs():\n    return [torch.randn(2)]\n", r"Model\(\*get_init_inputs\(\)\) failed: ValueError: no weights"),
+     "def get_inputs():\n    return [torch.randn(2)]\n",
+     r"Model\(\*get_init_inputs\(\)\) failed: ValueError: no weights"),
     ("import sys\nsys.exit(3)\n", r"importing .*bad.py failed: it called sys.exit\(3\)"),
     ("import torch\nclass Model(torch.nn.Module):\n    pass\ndef get_inputs():\n    raise SystemExit('x')\n",
      r"get_inputs\(\) failed: it called sys.exit\('x'\)"),

@@ -2,10 +2,10 @@
 the block prints, every link and picture exists.
 
 A block runs as a user would run it: the CPU as the cost model's device (not the tests' H100 table), the
-measured choice on (the tests' default is off), a fresh EqiForge cache (this session's CPU calibration copied in, so it is measured once), a fresh working folder.
-Output (a ```text block after a code block) is compared line by line with its numbers masked: times,
-sizes and errors differ between machines, the rows, words and structure must not. So does whether Inductor's
-compile of the plan was measured faster (``backend="auto"``): the rows it adds are left out of both sides
+measured choice on (the tests' default is off), a fresh EqiForge cache (this session's CPU calibration copied in, so it
+is measured once), a fresh working folder. Output (a ```text block after a code block) is compared line by line with its
+numbers masked: times, sizes and errors differ between machines, the rows, words and structure must not. So does whether
+Inductor's compile of the plan was measured faster (``backend="auto"``): the rows it adds are left out of both sides
 and the measured row's verdict is masked.
 
 Shell lines: ``eqiforge ...`` runs in this process; the setup of the README's two commands must be what
@@ -72,7 +72,8 @@ def masked(text: str) -> list[str]:
     INDUCTOR_ROWS, WHICH_PLAN)."""
     lines = [WHICH_PLAN.sub("runs: plan;", TIME.sub("# <time>", re.sub(r"\s+", " ", NUMBER.sub("#", line)))).strip()
              for line in text.strip().splitlines()]
-    return [VERDICT.sub(r"runs: \1 (under Inductor or not)", line) for line in lines if not line.startswith(INDUCTOR_ROWS)]
+    return [VERDICT.sub(r"runs: \1 (under Inductor or not)", line) for line in lines
+            if not line.startswith(INDUCTOR_ROWS)]
 
 
 @pytest.fixture(scope="module")

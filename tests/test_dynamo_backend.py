@@ -20,7 +20,8 @@ class Attention(torch.nn.Module):
 
     def __init__(self, dim: int = 32):
         super().__init__()
-        self.qkv, self.out, self.norm = torch.nn.Linear(dim, 3 * dim), torch.nn.Linear(dim, dim), torch.nn.LayerNorm(dim)
+        self.qkv, self.out, self.norm = (torch.nn.Linear(dim, 3 * dim), torch.nn.Linear(dim, dim),
+                                         torch.nn.LayerNorm(dim))
 
     def forward(self, x):
         q, k, v = self.qkv(x).chunk(3, dim=-1)
@@ -182,7 +183,8 @@ def test_options_reach_eqiforge():
     [report] = dynamo.REPORTS[before:]
     assert report.rulesets == ["matmul", "fusion"]
     assert report.stop_reason == "iteration limit (2)"
-    assert report.cost_model == cost.RooflinePrior(cost.get_device("A100")).name  # its figures fitted to published times, named
+    # its figures fitted to published times, named
+    assert report.cost_model == cost.RooflinePrior(cost.get_device("A100")).name
     assert report.cost_model.startswith("roofline prior (A100; published-time fit: held-out level 3")
     assert report.ops_after["PointwiseK"] > 0  # a fused kernel of the triton backend
     assert options["rules"] == ["matmul", "fusion"]  # the caller's dict is not changed

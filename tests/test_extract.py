@@ -8,11 +8,10 @@ import pytest
 from eqiforge.egraph.snapshot import Snapshot
 from eqiforge.errors import EqiforgeError
 from eqiforge.extract import METHODS, Selection, extract, next_best
-
-EXACT_AND_FAST = ("greedy", "ilp")  # the two algorithms; "auto" picks one of them
 from eqiforge.extract.api import _why_not_ilp
 from eqiforge.extract.dag import check_choice, dag_cost, solvable_classes
 
+EXACT_AND_FAST = ("greedy", "ilp")  # the two algorithms; "auto" picks one of them
 
 def make_snapshot(classes, roots=(0,)):
     """``classes[c]`` lists e-class c's e-nodes as (child classes, cost); nodes are numbered in listing order."""

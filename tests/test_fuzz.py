@@ -150,7 +150,7 @@ def test_other_sizes_grow_and_shrink_one_size_class_that_eager_runs():
 
     old, runs = sizes.variants(make_program, make_inputs)
     assert old == 3 and [n for n, _ in runs] == [4, 7, 2]
-    (x, w), (x1, w1), (x2, w2) = runs[1][1], make_inputs(1), make_inputs(2)
+    (x, w), (x1, w1), (x2, _) = runs[1][1], make_inputs(1), make_inputs(2)
     assert x.shape == (5, 7) and w.shape == (7, 5)
     assert torch.equal(x[:, :3], x1) and torch.equal(x[:, 3:6], x2) and torch.equal(x[:, 6:], x2[:, :1])
     assert torch.equal(w[:3], w1) and bool((x >= 0.5).all())  # a positive input stays positive

@@ -113,7 +113,8 @@ def test_a_gpu_is_priced_with_its_fitted_figures_by_default_and_says_so():
     assert "held-out level 3" in RooflinePrior(get_device("H100")).name
     h200 = get_device("H200")  # no published times: the H100's figures on the H200's datasheet
     assert h200.mem_bw_gbs == DEVICES["H200"].mem_bw_gbs and h200.figures == fitted.figures
-    assert h200.fitted.startswith("H100's published-time fit") and RooflinePrior(get_device("H200")).name.startswith("roofline prior (H200; H100's")
+    assert (h200.fitted.startswith("H100's published-time fit")
+            and RooflinePrior(get_device("H200")).name.startswith("roofline prior (H200; H100's"))
     figures = gpu_fit.load_figures()
     assert set(figures["gpus"]) >= {"H100", "B200", "A100", "L40S", "T4"} and "H100_PCIE" not in figures["gpus"]
 
@@ -188,14 +189,16 @@ def test_the_written_predictions_pair_each_published_h100_program_with_the_model
     import sys
     monkeypatch.syspath_prepend(str(Path(__file__).resolve().parent.parent / "bench" / "gpu"))
     import kernelbench_predictions
-    monkeypatch.setattr(sys, "argv", ["kernelbench_predictions.py", "--data", str(FIXTURE), "--out", str(tmp_path / "p")])
+    monkeypatch.setattr(sys, "argv",
+                        ["kernelbench_predictions.py", "--data", str(FIXTURE), "--out", str(tmp_path / "p")])
     kernelbench_predictions.main()
     rows = json.loads((tmp_path / "p.json").read_text())["rows"]
     data = load_published(FIXTURE)
     relu = next(r for r in rows if r["problem"] == "19_ReLU.py")
     [(program, _)] = [(p, t) for p, t in data.measured(setups=("H100_Modal",)) if t.problem == "19_ReLU.py"]
     assert relu["published_eager_ms"] == pytest.approx(4.28)
-    assert relu["predicted_h100_eager_ms"] == pytest.approx(written_seconds(list(program.calls), get_device("H100")) * 1e3)
+    assert relu["predicted_h100_eager_ms"] == pytest.approx(
+        written_seconds(list(program.calls), get_device("H100")) * 1e3)
     assert relu["predicted_h200_eager_ms"] < relu["predicted_h100_eager_ms"]  # the H200's bandwidth, same figures
     assert len(rows) == len({t.problem for t in data.timings if t.setup == "H100_Modal"})
     assert "predictions, not measurements" in (tmp_path / "p.md").read_text()

@@ -20,8 +20,8 @@ def test_a_plans_recorded_nodes_price_back_to_its_prediction(monkeypatch, tmp_pa
     monkeypatch.setattr(api, "NEXT_PLANS_BAND", 100.0)
     a, b, c = torch.randn(128, 128), torch.randn(128, 128), torch.randn(128, 1)
     with torch.no_grad():
-        opt = eqiforge.optimize(lambda a, b, c: a * c + b * c, (a, b, c), backend="torch", measure="always",
-                                measure_seconds=1.0)
+        eqiforge.optimize(lambda a, b, c: a * c + b * c, (a, b, c), backend="torch", measure="always",
+                          measure_seconds=1.0)
     [record] = [json.loads(line) for line in (tmp_path / "measure" / choice.RECORDS).read_text().splitlines()]
     [group] = plans.plan_groups([record])
     priced = [c for c in record["candidates"] if "nodes" in c]
@@ -79,7 +79,8 @@ def test_plan_figures_fitted_to_measured_plans_find_the_true_clock_and_rank_held
     assert abs(math.log(add_to_product(model) / add_to_product(clock))) \
         < 0.5 * abs(math.log(add_to_product(prior) / add_to_product(clock)))
     after = plans.plan_metrics(synthetic_groups(40, 1, TRUTH), model)
-    best = plans.plan_metrics(synthetic_groups(40, 1, TRUTH), clock)  # the clock's own prices: noise is all that is left
+    # the clock's own prices: noise is all that is left
+    best = plans.plan_metrics(synthetic_groups(40, 1, TRUTH), clock)
     assert after["kendall_tau"] >= max(before["kendall_tau"], best["kendall_tau"] - 0.01)
     assert after["top1_regret"] <= before["top1_regret"]
     assert "figures from 120 programs' plans" in model.name

@@ -12,8 +12,9 @@ from eqiforge.egraph import rulesets
 
 PACKAGE = Path(__file__).resolve().parent.parent / "eqiforge"
 # pipeline order; the shared core (ops, ir, errors) comes first and anything may import it
-ORDER = ["paths", "errors", "kernel_semantics", "ops", "fused", "native", "ir", "frontend", "egraph", "cost", "extract", "blocks", "lower", "runtime", "validate", "profiling", "report", "api",
-         "dynamo", "examples", "targets", "viz", "synth", "cli", "fuzz"]
+ORDER = ["paths", "errors", "kernel_semantics", "ops", "fused", "native", "ir", "frontend", "egraph", "cost", "extract",
+         "blocks", "lower", "runtime", "validate", "profiling", "report", "api", "dynamo", "examples", "targets", "viz",
+         "synth", "cli", "fuzz"]
 
 
 def _schema_constructors() -> dict[str, list[str]]:

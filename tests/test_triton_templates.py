@@ -178,7 +178,8 @@ def test_gemm_split_k_is_exact_and_deterministic(split_k, k):
     assert torch.equal(first, second)
 
 
-@pytest.mark.parametrize("config", [*((t, 1) for t, _, _ in configs.GEMM_TILES), (configs.SPLIT_K_TILE, configs.SPLIT_K)],
+@pytest.mark.parametrize("config", [*((t, 1) for t, _, _ in configs.GEMM_TILES),
+                                    (configs.SPLIT_K_TILE, configs.SPLIT_K)],
                          ids=lambda c: "x".join(map(str, c[0][:3])) + f"-split{c[1]}")
 def test_gemm_runs_every_config_the_cost_model_can_pick(config):
     """cost/configs.py's config space, on a problem with tails in M, N and K and an epilogue with a bias."""

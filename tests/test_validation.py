@@ -242,7 +242,8 @@ def test_a_custom_rule_file_with_an_unsound_rule_is_refused_before_it_runs(rules
     x = torch.randn(4, 8, generator=torch.Generator().manual_seed(0))
     with pytest.raises(EqiforgeError, match=r"wrong.egg has unsound rules, refused: exp-times-is-plus: unsound"):
         eqiforge.optimize(exp_program, (x,), rules=["wrong"])
-    assert "neg-neg" not in str(pytest.raises(EqiforgeError, eqiforge.optimize, exp_program, (x,), rules=["wrong"]).value)
+    assert "neg-neg" not in str(pytest.raises(EqiforgeError, eqiforge.optimize, exp_program, (x,),
+                                              rules=["wrong"]).value)
     assert list((tmp_path / "cache" / "rulecheck").iterdir())  # the verdicts are cached by the file's content
     opt, got, want = optimized_output(lambda a: torch.exp(a) * torch.exp(a + 1), (x,), rules=["right"])
     assert_close(got, want, rtol=1e-5)

@@ -2,7 +2,8 @@
 
 The GPU machine has no egglog, so plans are optimized here: each program of the suite (built-in examples at
 GPU sizes, fp16 and fp32) goes through ``eqiforge.optimize(..., backend="triton", device="H200")`` (priced
-for the GPU lent to this project), and ``OptimizedModule.export`` writes the standalone plan (plan.py, params.pt, meta.json). Then:
+for the GPU lent to this project), and ``OptimizedModule.export`` writes the standalone plan (plan.py, params.pt,
+meta.json). Then:
 
 - params.pt is rewritten without the parameters that equal a weight of the program, or weights concatenated
   (a merged projection): run.py rebuilds the program from its seed and makes them from there

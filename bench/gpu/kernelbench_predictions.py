@@ -64,7 +64,8 @@ def markdown(rows: list[dict], model: str) -> str:
               "predicted compile ms | predicted H200 eager ms | predicted H200 compile ms |"),
              "|---|---|---|---|---|---|---|---|"]
     for r in rows:
-        lines.append(f"| {r['level']} | {r['problem']} | {r['published_eager_ms']:.3g} | {r['predicted_h100_eager_ms']:.3g} "
+        lines.append(f"| {r['level']} | {r['problem']} | {r['published_eager_ms']:.3g} "
+                     f"| {r['predicted_h100_eager_ms']:.3g} "
                      f"| {r['published_compile_ms']:.3g} | {r['predicted_h100_inductor_ms']:.3g} "
                      f"| {r['predicted_h200_eager_ms']:.3g} | {r['predicted_h200_inductor_ms']:.3g} |")
     return "\n".join(lines) + "\n"

@@ -365,7 +365,8 @@ def records_line(name: str, results: dict, nodes: list | None, device: str) -> d
     (``do_bench`` medians, so no rounds), EqiForge's triton plan with its predicted seconds and ``nodes``."""
     record = results["programs"][name]
     candidates = [{"name": variant, "predicted_s": record["predicted_us"] * 1e-6 if variant == "eqiforge" else None,
-                   "measured_s": ms * 1e-3, "failed": None, **({"nodes": nodes} if variant == "eqiforge" and nodes else {})}
+                   "measured_s": ms * 1e-3, "failed": None,
+                   **({"nodes": nodes} if variant == "eqiforge" and nodes else {})}
                   for variant, ms in record["ms"].items()]
     candidates += [{"name": variant, "predicted_s": None, "measured_s": None, "failed": why}
                    for variant, why in record["errors"].items() if variant not in record["ms"]]

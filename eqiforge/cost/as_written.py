@@ -28,9 +28,9 @@ from .devices import Device
 from .features import node_features
 from .roofline import RooflinePrior, conv_factors
 
-VIEWS = ("view", "reshape", "_unsafe_view", "broadcast_tensors", "transpose", "permute", "expand", "unsqueeze", "squeeze", "t",
-         "slice", "select", "alias", "detach", "split", "chunk", "unbind", "lift_fresh_copy", "flatten", "unflatten",
-         "view_as", "expand_as", "narrow", "movedim", "split_with_sizes", "numpy_T", "unfold",
+VIEWS = ("view", "reshape", "_unsafe_view", "broadcast_tensors", "transpose", "permute", "expand", "unsqueeze",
+         "squeeze", "t", "slice", "select", "alias", "detach", "split", "chunk", "unbind", "lift_fresh_copy", "flatten",
+         "unflatten", "view_as", "expand_as", "narrow", "movedim", "split_with_sizes", "numpy_T", "unfold",
          "_assert_tensor_metadata")
 CONTRACTIONS = ("mm", "bmm", "matmul", "addmm", "baddbmm", "linear", "mv", "dot", "einsum", "tensordot", "addbmm")
 CONVOLUTIONS = ("convolution", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d")
@@ -43,10 +43,11 @@ ROW_KERNELS = ("softmax", "log_softmax", "_softmax", "_log_softmax", "layer_norm
 REDUCTIONS = ("sum", "mean", "amax", "amin", "max", "min", "argmax", "argmin", "prod", "var", "std", "var_mean",
               "norm", "linalg_vector_norm", "cumsum", "cumprod", "all", "any", "batch_norm", "native_batch_norm",
               "_native_batch_norm_legit", "_native_batch_norm_legit_no_training", "mse_loss", "l1_loss",
-              "smooth_l1_loss", "huber_loss", "kl_div", "binary_cross_entropy", "cross_entropy", "cross_entropy_loss", "cosine_similarity",
-              "hinge_embedding_loss", "triplet_margin_loss", "margin_ranking_loss", "cosine_embedding_loss",
-              "adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_pool3d", "adaptive_max_pool1d",
-              "adaptive_max_pool2d", "adaptive_max_pool3d", "_adaptive_avg_pool2d", "_adaptive_avg_pool3d")
+              "smooth_l1_loss", "huber_loss", "kl_div", "binary_cross_entropy", "cross_entropy", "cross_entropy_loss",
+              "cosine_similarity", "hinge_embedding_loss", "triplet_margin_loss", "margin_ranking_loss",
+              "cosine_embedding_loss", "adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_pool3d",
+              "adaptive_max_pool1d", "adaptive_max_pool2d", "adaptive_max_pool3d", "_adaptive_avg_pool2d",
+              "_adaptive_avg_pool3d")
 #: sliding-window pools: each output element reads its window (index arithmetic per tap, what bounds them)
 POOLS = ("max_pool1d", "max_pool2d", "max_pool3d", "avg_pool1d", "avg_pool2d", "avg_pool3d",
          "max_pool2d_with_indices", "max_pool3d_with_indices")
@@ -65,7 +66,8 @@ ELEMENTWISE = ("add", "sub", "mul", "div", "multiply", "rsub", "neg", "abs", "ex
                "logical_or", "maximum", "minimum", "erf", "sin", "cos", "sign", "reciprocal", "square", "dropout",
                "randn", "rand", "lerp", "addcmul", "addcdiv", "fmod", "remainder", "floor", "ceil", "round")
 #: calls that read only the elements their indices pick (plus the indices), not whole operands
-GATHERS = ("nll_loss", "nll_loss_nd", "nll_loss_forward", "nll_loss2d", "gather", "index_select", "embedding", "take", "index")
+GATHERS = ("nll_loss", "nll_loss_nd", "nll_loss_forward", "nll_loss2d", "gather", "index_select", "embedding", "take",
+           "index")
 TRANSCENDENTAL = ("exp", "log", "tanh", "sigmoid", "gelu", "silu", "mish", "softplus", "erf", "pow", "sqrt",
                   "rsqrt", "softmax", "log_softmax", "logsumexp", "layer_norm", "group_norm", "batch_norm",
                   "cross_entropy", "nll_loss", "elu", "selu", "celu")

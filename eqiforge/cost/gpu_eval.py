@@ -166,7 +166,8 @@ def evaluate(data: Published) -> dict:
     for name, levels in (("held-out level 3", (3,)), ("levels 1-2 (fitted on)", TRAIN_LEVELS)):
         report["choice"][name] = {
             "datasheet": choice_quality(data, datasheet_figures, lambda _gpu: CONFIG_REFERENCE, levels),
-            "fitted": choice_quality(data, fitted, lambda gpu: figures_for(gpu, pooled_configs, config_figures), levels)}
+            "fitted": choice_quality(data, fitted, lambda gpu: figures_for(gpu, pooled_configs, config_figures),
+                                     levels)}
     report["figures"] = {"pooled": pooled, "per_gpu": per_gpu, "pooled_configurations": pooled_configs,
                          "configurations": config_figures}
     report["learned"] = {gpu: learned_versus_figures(data, gpu, pooled) for gpu in sorted(per_gpu)}
@@ -224,12 +225,15 @@ def tables(report: dict) -> str:
             lines.append(row(f"{name} ({tag}), fitted", r["fitted"]))
     lines += ["", "leave one GPU out (pooled fit of the others, its datasheet):", head, "-" * len(head)]
     lines += [row(gpu, m) for gpu, m in report["leave_one_gpu_out"].items()]
-    lines += ["", "learned program-level correction, cross-validated by problem on levels 1-2 (rms log error; within 1.5x):"]
+    lines += ["", "learned program-level correction, cross-validated by problem on levels 1-2 "
+                  "(rms log error; within 1.5x):"]
     for gpu, r in report["learned"].items():
-        lines.append(f"  {gpu:<10} figures {r['prior']['rms_log_error']:.3f}; {r['prior']['within_1_5x']:.0%}   figures + "
-                     f"correction {r['learned']['rms_log_error']:.3f}; {r['learned']['within_1_5x']:.0%}   "
-                     f"{'better' if r['better'] else f'not better by {gpu_learned.MARGIN:.0%}: the figures alone price'}")
-    lines += ["", "priced as one elementwise pass, no class of their own: " + (", ".join(report["generic_ops"]) or "none")]
+        lines.append(
+            f"  {gpu:<10} figures {r['prior']['rms_log_error']:.3f}; {r['prior']['within_1_5x']:.0%}   figures + "
+            f"correction {r['learned']['rms_log_error']:.3f}; {r['learned']['within_1_5x']:.0%}   "
+            f"{'better' if r['better'] else f'not better by {gpu_learned.MARGIN:.0%}: the figures alone price'}")
+    lines += ["", "priced as one elementwise pass, no class of their own: "
+              + (", ".join(report["generic_ops"]) or "none")]
     lines += ["not captured: " + ("; ".join(report["not_captured"]) or "none")]
     lines += ["", f"{'configuration choice':<44} {'progs':>5} {'top-1 regret':>13} {'pairwise':>9} {'pairs':>6}"]
     for name, r in report["choice"].items():

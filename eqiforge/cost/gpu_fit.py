@@ -87,7 +87,8 @@ def call_parts(terms: Terms, figures: dict) -> tuple[np.ndarray, np.ndarray, np.
     f = figures
     host = terms.host @ np.array([f["launch_us"], f["view_us"], f["program_us"], f.get("rnn_step_us", RNN_STEP_US)])
     host = (host + np.where(terms.compute_class == COMPUTE.index("conv"), f["conv_call_us"], 0.0)) * 1e-6
-    efficiency = np.array([1.0, f["gemm_efficiency"], f["conv_efficiency"], f["attention_efficiency"]])[terms.compute_class]
+    efficiency = np.array([1.0, f["gemm_efficiency"], f["conv_efficiency"],
+                           f["attention_efficiency"]])[terms.compute_class]
     efficiency = efficiency * np.prod(np.where(terms.conv > 0, [f[c] for c in CONV_FACTORS], 1.0), axis=1)
     bandwidth = terms.bandwidth * np.array([f[f"bw_{m}"] for m in MEMORY])[terms.memory_class] * 1e9
     rows = np.where(terms.rows > 0, terms.bytes / (np.maximum(terms.rows, 1) * f["row_gbs"] * 1e9), 0.0)
@@ -127,7 +128,8 @@ def apply_figures(device: Device, figures: dict, fitted: str) -> Device:
 
 @functools.cache
 def load_figures(path: Path = FIGURES_FILE) -> dict:
-    """The shipped figures file: {"gpus": {name: {"figures", "accuracy"}}, "borrow": {name: name}, ...}; {} if absent."""
+    """The shipped figures file: {"gpus": {name: {"figures", "accuracy"}}, "borrow": {name: name}, ...};
+    {} if absent."""
     try:
         data = json.loads(Path(path).read_text())
     except (OSError, ValueError):

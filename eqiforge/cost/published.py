@@ -49,7 +49,8 @@ class Published:
     timings: list[Timing]
     skipped: list[dict] = field(default_factory=list)
 
-    def measured(self, *, gpus=None, setups=None, configs=("eager",), levels=None) -> list[tuple[PublishedProgram, Timing]]:
+    def measured(self, *, gpus=None, setups=None, configs=("eager",),
+                 levels=None) -> list[tuple[PublishedProgram, Timing]]:
         """(program, timing) pairs of captured programs, filtered by GPU, setup, configuration and level."""
         return [(self.programs[t.program], t) for t in self.timings
                 if t.program in self.programs and (gpus is None or t.gpu in gpus)

@@ -22,7 +22,8 @@ ROW_BLOCK = 1024  # elements per program of the row-reduction template (RowReduc
 ATTENTION_BLOCK = 64  # query rows and keys per tile of the attention template (AttentionSpec's default)
 MIN_KEYS_PER_SHARE = 4 * ATTENTION_BLOCK  # a key-axis share reads at least 4 key tiles
 CONV_GRANULE = 32  # a convolution's output channels and reduction depth run in multiples of this (MMA tiles)
-LIBRARY_SPLIT_K = 8192  # a library GEMM splits a long K (shares of at least this many) over the SMs its tiles leave idle
+#: a library GEMM splits a long K (shares of at least this many) over the SMs its tiles leave idle
+LIBRARY_SPLIT_K = 8192
 SM_STREAM_SHARE = 4.0  # an SM streams up to ~4x its equal share of DRAM bandwidth (a prior the learned model corrects)
 
 

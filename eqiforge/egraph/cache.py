@@ -21,7 +21,8 @@ from ..paths import read_entry, write_entry
 from .report import SaturationReport, Stop
 from .snapshot import Snapshot
 
-VERSION = 2  # bump when what an entry holds changes (2: kernels canonical up to commutative operands, equal e-classes merged)
+#: bump when what an entry holds changes (2: kernels canonical up to commutative operands, equal e-classes merged)
+VERSION = 2
 KEPT = (Stop.SATURATED, Stop.ITERATIONS, Stop.ENODES)  # stops that do not depend on the machine's speed
 
 

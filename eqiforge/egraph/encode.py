@@ -1,9 +1,9 @@
 """Encode an IR graph as egglog commands, through the bindings API (no program text to parse).
 
-Every live node is let-bound (``$node<id>_``, see ``node_name``), so a shared sub-expression is one term however often it is used,
-and the outputs are ``$output<k>``; its ``order`` and ``last`` are its node id. Leaves and externs get their shape and dtype set here; the ``analysis`` rule
-set derives the rest. The graph's ``facts`` (relations that only values show, such as a constant causal mask:
-frontend/masks.py) are stated on their nodes.
+Every live node is let-bound (``$node<id>_``, see ``node_name``), so a shared sub-expression is one term however often
+it is used, and the outputs are ``$output<k>``; its ``order`` and ``last`` are its node id. Leaves and externs get their
+shape and dtype set here; the ``analysis`` rule set derives the rest. The graph's ``facts`` (relations that only values
+show, such as a constant causal mask: frontend/masks.py) are stated on their nodes.
 """
 from __future__ import annotations
 

@@ -98,7 +98,8 @@ class Schedule:
 
     def __post_init__(self):
         if self.kernel_guide is not None and not self.kernel_guide >= 1:
-            raise EqiforgeError(f"kernel_guide is a factor of at least 1 (or None: unguided), got {self.kernel_guide!r}")
+            raise EqiforgeError("kernel_guide is a factor of at least 1 (or None: unguided), "
+                                f"got {self.kernel_guide!r}")
         if not isinstance(self.steps, tuple) or not all(isinstance(s, Step) for s in self.steps):
             raise EqiforgeError(f"a Schedule's steps are a tuple of Step(...), got {self.steps!r}")
         if not isinstance(self.limits, Limits):

@@ -68,8 +68,8 @@ def next_best(snap: Snapshot, node_cost: Costs, found: Sequence[Selection], root
               time_limit: float = 1.0) -> Selection | None:
     """The cheapest choice that is none of ``found``'s (the ILP with a no-good cut per plan found), or None:
     no other choice exists, the e-graph is past AUTO_ILP_MAX_NODES, or the solver found none in
-    ``time_limit`` (a solution it did not prove optimal is returned, its method says so). Called k times, it gives the k best distinct plans, the candidates a measured choice
-    times beyond the best."""
+    ``time_limit`` (a solution it did not prove optimal is returned, its method says so). Called k times, it gives the k
+    best distinct plans, the candidates a measured choice times beyond the best."""
     started = time.perf_counter()
     roots = list(snap.roots if roots is None else roots)
     if snap.num_nodes > AUTO_ILP_MAX_NODES:

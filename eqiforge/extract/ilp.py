@@ -2,7 +2,8 @@
 
 Variables: x_n = 1 when e-node n is chosen, y_c = 1 when e-class c is needed. Roots are needed; a needed
 class chooses exactly one node; a chosen node makes its child classes needed (one row per class and child
-class, summing the class's nodes that read the child); minimise the sum of the chosen nodes' costs. Each node has one variable however many parents read it, so this is DAG cost.
+class, summing the class's nodes that read the child); minimise the sum of the chosen nodes' costs. Each node has one
+variable however many parents read it, so this is DAG cost.
 
 Choosing one node per class can still close a cycle (x = f(g(x))). Cycles only live inside strongly
 connected components of the class graph, so only classes there get an order variable t_c and the big-M

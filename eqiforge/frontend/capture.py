@@ -1,9 +1,9 @@
 """Capture a PyTorch program (module, function or FX GraphModule) as an IR graph.
 
 A call's arguments are a pytree (calls.py): tensor leaves are the program's inputs, the other leaves
-(ints, bools, None, dtypes, ...) are traced as constants. The program is traced as a function of its tensor leaves alone (:class:`_Flat`),
-and its outputs flattened the same way: the plan returns tensors, and :meth:`Captured.unflatten` rebuilds
-the user's output structure (a ``ModelOutput`` holding a ``DynamicCache``, say) around them.
+(ints, bools, None, dtypes, ...) are traced as constants. The program is traced as a function of its tensor leaves alone
+(:class:`_Flat`), and its outputs flattened the same way: the plan returns tensors, and :meth:`Captured.unflatten`
+rebuilds the user's output structure (a ``ModelOutput`` holding a ``DynamicCache``, say) around them.
 
 Three capture paths, tried in order (a failure of one falls back to the next; an error names every path
 tried and the stage each failed at):
@@ -303,7 +303,8 @@ class _StageFailed(Exception):
 
     def describe(self) -> str:
         text = str(self.error).strip()
-        return f"{self.path} could not {self.stage}: {type(self.error).__name__}: {text.splitlines()[0] if text else ''}"
+        return (f"{self.path} could not {self.stage}: {type(self.error).__name__}: "
+                f"{text.splitlines()[0] if text else ''}")
 
 
 def _data_dependent(err: BaseException | None) -> bool:
@@ -362,7 +363,8 @@ def _by_export(flat: _Flat, inputs: tuple, _failures, dynamic_shapes=None) -> _T
     state, names = {}, {}
     for spec in signature.input_specs:
         if spec.kind in STATE_PREFIX:
-            value = program.state_dict[spec.target] if spec.target in program.state_dict else program.constants[spec.target]
+            value = (program.state_dict[spec.target] if spec.target in program.state_dict
+                     else program.constants[spec.target])
             if not isinstance(value, torch.Tensor):
                 raise EqiforgeError(f"module state {spec.target!r} is a {type(value).__name__}, not a tensor")
             state[spec.arg.name], names[spec.arg.name] = value, _state_name(spec.kind, spec.target)

@@ -1,4 +1,5 @@
-"""``eqiforge cost profile|train|eval``: collect records on a GPU (or the CPU), fit the learned model, report its decisions.
+"""``eqiforge cost profile|train|eval``: collect records on a GPU (or the CPU), fit the learned model, report its
+decisions.
 
 Data and model live in ``bench/data/<device>/`` (``records.jsonl``, ``model.npz``), where
 ``eqiforge --cost-model learned`` finds the model.
@@ -23,7 +24,8 @@ from ..errors import EqiforgeError
 from .candidates import active_selection, sweep
 from .profile import profile
 
-NO_CUDA = "eqiforge cost profile: no CUDA device here, nothing measured (run it on a GPU machine; see bench/data/README.md)"
+NO_CUDA = ("eqiforge cost profile: no CUDA device here, nothing measured (run it on a GPU machine; "
+           "see bench/data/README.md)")
 
 
 def table_device(cuda_name: str):
@@ -102,7 +104,8 @@ def _eval(args) -> int:
         figures_only = copy.deepcopy(bare)
         figures_only.header["kernel_corrections"] = False
         print(f"\nprograms of {args.plans}: each program's measured plans, ranked by the sum of their prices; plan "
-              f"figures fitted on {args.folds - 1} folds of programs and tested on the one left out, every fold in turn")
+              f"figures fitted on {args.folds - 1} folds of programs and tested on the one left out, "
+              "every fold in turn")
         print(plans.table({
             prior.name: plans.plan_metrics(groups, prior),
             "learned model, kernel MLPs only": plans.plan_metrics(groups, bare),
@@ -164,7 +167,8 @@ def add_commands(sub) -> None:
     p.set_defaults(run=_profile)
     g = verbs.add_parser("gpu", help="fit GPU figures to published timings (KernelBench's), judged on held-out "
                                      "programs (level 3) and a held-out GPU setup (H100 PCIe)")
-    g.add_argument("--data", default=str(DATASET), help="published timings (default bench/data/gpu/kernelbench.json.gz)")
+    g.add_argument("--data", default=str(DATASET),
+                   help="published timings (default bench/data/gpu/kernelbench.json.gz)")
     g.add_argument("--json", help="also write the whole report as JSON here")
     g.add_argument("--write", action="store_true", help="write the fitted figures to the package's gpu_figures.json")
     g.set_defaults(run=_gpu)

@@ -11,8 +11,9 @@ as the torch backend's code.
 
 Inductor's on-disk FX graph cache takes these graphs: the trace has a shape environment (static shapes), and
 the graph's tensors are marked as frozen parameters, so the cache key holds their shapes and dtypes, not their
-values, and a hit binds this graph's own tensors (0-d tensors, which Inductor inlines, are keyed by value). A second process (or a model with other weights) compiling
-the same plan loads Inductor's code instead of generating and building it again (seconds per model).
+values, and a hit binds this graph's own tensors (0-d tensors, which Inductor inlines, are keyed by value). A second
+process (or a model with other weights) compiling the same plan loads Inductor's code instead of generating and building
+it again (seconds per model).
 """
 from __future__ import annotations
 
@@ -135,6 +136,6 @@ def _without_grad(compiled, torch_code):
 def compiled_original(fn):
     """The user's program compiled by Inductor as a plain ``torch.compile(fn)`` compiles it: what an inductor
     plan that is no better than the program runs instead, and a candidate of the measured choice. (With
-    ``dynamic=False`` an RMSNorm and an InstanceNorm ran 8-9% slower than under a plain ``torch.compile`` here; the module's own
-    shape check sends other shapes elsewhere, so no dynamic recompile follows.)"""
+    ``dynamic=False`` an RMSNorm and an InstanceNorm ran 8-9% slower than under a plain ``torch.compile`` here; the
+    module's own shape check sends other shapes elsewhere, so no dynamic recompile follows.)"""
     return torch.compile(fn)

@@ -280,7 +280,6 @@ def _key_loop(a: _Attention) -> list[str]:
 
 
 def _body(a: _Attention) -> list[str]:
-    spec = a.spec
     tensors = [t for t, _, _ in a.tensors() if not (a.split and t == "out")]
     split = ["split = tl.program_id(axis=1)"] if a.split else []
     lines = _program_ids(a, tensors) + split + [

@@ -328,7 +328,8 @@ def _logsumexp_body(r: _Rows) -> list[str]:
                  + _loop(_chunk(r, "start", NEG_INF)
                          + ["row_max = tl.maximum(row_max, tl.max(p, axis=1))",
                             f"new_shift = {shift.format(m='row_max')}",
-                            "row_sum = row_sum * tl.exp(shift - new_shift) + tl.sum(tl.exp(p - new_shift[:, None]), axis=1)",
+                            "row_sum = row_sum * tl.exp(shift - new_shift) "
+                            "+ tl.sum(tl.exp(p - new_shift[:, None]), axis=1)",
                             "shift = new_shift"]))
     return stats + ["acc = tl.log(row_sum) + shift"] + _finish_rows(r)
 
