@@ -1,7 +1,8 @@
-"""How the benchmarks measure: output error against eager, fresh inputs, one round-robin timing loop.
+"""How the benchmarks measure: output error against eager, fresh inputs, EqiForge's own timing loop.
 
-Every variant of a program is timed by the same loop (``time_round_robin``) so that no variant gets a
-different harness. Variants are interleaved per repeat, in a shuffled order, so slow drift of the machine
+Every variant of a program is timed by the same loop (``time_round_robin``, which is
+``eqiforge.timing.time_candidates``: the loop EqiForge's measured choice decides by) so that no variant gets
+a different harness. Variants are interleaved per repeat, in a shuffled order, so slow drift of the machine
 (frequency, other tenants) and the state left by the previous call hit all of them alike; calls rotate
 over several fresh input sets so that no call is timed on data left hot in cache by the call before it.
 ``steady_allocator`` keeps page faults out of the timings, and ``OtherLoad`` says how busy the machine was
@@ -10,9 +11,9 @@ with other work meanwhile.
 from __future__ import annotations
 
 import ctypes
+import itertools
+import math
 import os
-import random
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -20,6 +21,8 @@ from typing import Callable
 
 import torch
 import torch.utils._pytree as pytree
+
+from eqiforge.timing import time_candidates
 
 TOLERANCE = 1e-4  # largest relative error accepted for fp32 (rewrites change rounding, not results)
 BUSY_CORES = 0.25  # other processes' load above which a timing is retried, then flagged
@@ -66,37 +69,25 @@ def fresh_inputs(example: tuple[torch.Tensor, ...], sets: int, seed: int = 1) ->
 
 def time_round_robin(variants: dict[str, Callable], input_sets: list[tuple], repeats: int,
                      warmup: int = 3, seed: int = 0, calls: int = 1) -> dict[str, list[float]]:
-    """Seconds of every visit, per variant; each repeat visits every variant once (warmups untimed). A visit
-    times ``calls`` calls, each right after the one before, and counts their median: where a call's time is
-    bimodal (a matrix-vector product on 2 threads: 0.93x to 1.12x between reruns of 400 rounds of one call
-    each), a few per visit make each round's ratio stable.
-
-    The order within a repeat is shuffled (seeded), and a visit is an untimed call followed at once by the
-    timed one: a call is slowed or sped up by what ran just before it (a large matmul leaves caches and
-    threads in a different state than a small one, ~0.1 ms here; an eager RMSNorm timed after another
-    variant's call took 0.30 ms, after its own 0.17 ms), so each variant is timed on the state it leaves
-    itself, never a neighbour's: the protocol of EqiForge's measured choice (eqiforge/timing.py), so what it
-    decides and what this measures agree. Calls take the input sets in turn, so no call reads inputs that
-    the call before it left in cache.
-    """
-    names = list(variants)
-    order = random.Random(seed)
-    seconds: dict[str, list[float]] = {name: [] for name in names}
-    done = 0  # calls so far: they take the input sets in turn
+    """Seconds of every visit, per variant, ``repeats`` rounds after ``warmup`` untimed ones, under no_grad:
+    EqiForge's own timing loop (``eqiforge.timing.time_candidates``, the one its measured choice decides by),
+    so what the benchmarks measure and what EqiForge decides agree. Each round visits the variants in a
+    shuffled (seeded) order; a visit is an untimed call followed at once by ``calls`` timed ones (their
+    median): a call is slowed or sped up by what ran just before it (a large matmul leaves caches and threads
+    in a different state than a small one, ~0.1 ms here; an eager RMSNorm timed after another variant's call
+    took 0.30 ms, after its own 0.17 ms), so each variant is timed on the state it leaves itself. Calls take
+    the input sets in turn, so no call reads inputs that the call before it left in cache. A variant that
+    raises is an error here (a benchmark's variants were checked before timing)."""
+    turn = itertools.cycle(input_sets)  # shared by the variants: every call takes the next set
+    visits = {name: (lambda f=f: f(*next(turn))) for name, f in variants.items()}
     with torch.no_grad():
-        for rep in range(-warmup, repeats):
-            for name in order.sample(names, len(names)):
-                variants[name](*input_sets[done % len(input_sets)])  # untimed: the variant's own state
-                timed = []
-                for k in range(calls):
-                    inputs = input_sets[(done + 1 + k) % len(input_sets)]
-                    t0 = time.perf_counter()
-                    variants[name](*inputs)
-                    timed.append(time.perf_counter() - t0)
-                done += 1 + calls
-                if rep >= 0:
-                    seconds[name].append(statistics.median(timed))
-    return seconds
+        for _ in range(warmup):
+            for visit in visits.values():
+                visit()
+        timings = time_candidates(visits, math.inf, seed=seed, min_rounds=repeats, max_rounds=repeats, calls=calls)
+    if timings.failed:
+        raise RuntimeError(f"variants failed while timed: {timings.failed}")
+    return timings.seconds
 
 
 class OtherLoad:

@@ -49,14 +49,15 @@ def time_candidates(candidates: dict[str, Callable[[], object]], budget_s: float
                     min_rounds: int = MIN_ROUNDS, max_rounds: int = MAX_ROUNDS, sync: Callable[[], None] = None,
                     flush: Callable[[], None] = None, clock: Callable[[], float] = time.perf_counter,
                     settled: Callable[[Timings], bool] = None,
-                    beaten: Callable[[Timings], set[str]] = None) -> Timings:
+                    beaten: Callable[[Timings], set[str]] = None, calls: int = 1) -> Timings:
     """Time every candidate (a call with no arguments) by the protocol above: rounds until ``max_rounds``, or
     until ``budget_s`` is spent once ``min_rounds`` are done, or until ``settled(timings)`` says more rounds
     cannot change the decision; the candidates ``beaten(timings)`` names are not timed again (both are asked
     from ``2 * min_rounds`` rounds on); fewer rounds (the note says how many) where the first
     calls and rounds pass HARD_LIMIT budgets before that. ``sync`` waits for a device's queued work (CUDA);
     ``flush`` evicts its caches before each visit (a GPU's L2), so a candidate is timed on its own warm-up call
-    only."""
+    only. A visit times ``calls`` calls, each right after the one before, and counts their median: where a call's
+    time is bimodal (a matrix-vector product on 2 threads), a few per visit keep each round's ratio stable."""
     sync, flush = sync or (lambda: None), flush or (lambda: None)
     timings = Timings()
     started = clock()
@@ -88,10 +89,13 @@ def time_candidates(candidates: dict[str, Callable[[], object]], budget_s: float
             flush()
             candidates[name]()  # the untimed call: the timed one runs on the caches this one left
             sync()
-            t0 = clock()
-            candidates[name]()
-            sync()
-            timings.seconds[name].append(clock() - t0)
+            timed = []
+            for _ in range(calls):
+                t0 = clock()
+                candidates[name]()
+                sync()
+                timed.append(clock() - t0)
+            timings.seconds[name].append(statistics.median(timed))
         round_cost = clock() - round_started
     return timings
 

@@ -3,6 +3,8 @@ test controls (costs and noise known), the decision rule, and optimize() choosin
 slower on purpose is not chosen, a decision is read back from the cache, records are written as documented."""
 import json
 import random
+import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -116,6 +118,27 @@ def test_the_protocol_times_each_call_after_its_own_untimed_call_within_the_budg
     assert t.rounds >= timing.MIN_ROUNDS and set(t.seconds) == {"a", "b"}
     assert machine.calls["a"] == 1 + 2 * len(t.seconds["a"])  # the first call, then two per visit
     assert machine.now <= timing.HARD_LIMIT * 0.05 + 2 * 3e-3 * 1.5  # stopped at the budget, give a round
+
+
+def test_several_timed_calls_per_visit_count_as_their_median():
+    """A visit of ``calls=3`` is one untimed call and three timed ones; the busy seventh call of each
+    candidate is outvoted by the other two of its visit."""
+    machine = FakeMachine({"a": 1e-3})
+    t = machine.timings(budget_s=float("inf"), min_rounds=6, max_rounds=6, calls=3)
+    assert machine.calls["a"] == 1 + 6 * 4 and t.seconds["a"] == [pytest.approx(1e-3)] * 6
+
+
+def test_the_benchmarks_time_by_the_same_loop_with_inputs_in_turn():
+    """bench/measure.time_round_robin is this loop (issue 43: one timing loop): ``repeats`` rounds after the
+    warm-up, every call on the next input set."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
+    import measure
+    seen = []
+    samples = measure.time_round_robin({"a": seen.append, "b": seen.append}, [(1,), (2,), (3,)], 4, warmup=1)
+    assert [len(v) for v in samples.values()] == [4, 4]
+    assert seen == [1, 2, 3] * (len(seen) // 3) + [1, 2, 3][:len(seen) % 3] and len(seen) == 2 + 2 + 4 * 2 * 2
+    with pytest.raises(RuntimeError, match="b"):
+        measure.time_round_robin({"a": seen.append, "b": lambda x: 1 / 0}, [(1,)], 2, warmup=0)
 
 
 def test_a_failing_candidate_is_dropped_with_its_reason():
