@@ -30,11 +30,10 @@ from .cost.plans import graph_nodes
 from .lower.writer import provenance
 from .report import Report, StageTimer
 from .runtime import OptimizedModule
-from .runtime.triton_plan import TritonPlan
+from .runtime import backends
 from .runtime.inductor_plan import InductorPlan, compiled_original
 from .runtime.torch_plan import BucketedPlan, TorchPlan
 
-BACKENDS = ("auto", "torch", "triton", "inductor")
 NEXT_PLANS = 2  # a measured choice times up to this many next-best distinct plans beside the best ...
 NEXT_PLANS_BAND = 1.5  # ... those predicted within this factor of the best candidate, the program (priced as
 #                        written) included: the cost model's error on a CPU is that large (a cross-entropy plan
@@ -86,8 +85,7 @@ class Options:
     #   LayerNorm then a linear layer with the normalisation in the GEMM's epilogue (tests/test_attention.py)
 
     def __post_init__(self):
-        if self.backend not in BACKENDS:
-            raise EqiforgeError(f"unknown backend {self.backend!r}; available: {list(BACKENDS)}")
+        backends.resolve(self.backend)  # an unknown name is a clear error here
         if self.shapes not in SHAPES:
             raise EqiforgeError(f"unknown shapes policy {self.shapes!r}; available: {list(SHAPES)}")
         if not isinstance(self.limits, sat.Limits):
@@ -158,21 +156,21 @@ def _optimize_call(fn, args, kwargs, opts: Options, dynamic=None, declared: bool
 def _plan_for_call(fn, args, kwargs, opts: Options, dynamic, declared: bool) -> OptimizedModule:
     timer = StageTimer()
     kwargs = kwargs or {}
-    chooses_generator = opts.backend == "auto"  # the plan is lowered to torch code; Inductor is measured after
-    opts = replace(opts, backend="torch") if chooses_generator else opts
+    backend, chooses_generator = backends.resolve(opts.backend)  # auto: torch code, Inductor measured after
+    opts = replace(opts, backend=backend.name)
     with timer("capture"):
         captured = frontend.capture_symbolic(fn, args, kwargs, dynamic, fold_params=opts.fold_constants,
                                              declared=declared) if dynamic else None
         captured = captured or frontend.capture(fn, args, kwargs, fold_params=opts.fold_constants)
     program = captured.symbolic
-    if program is not None and opts.backend != "torch":
+    if program is not None and not backend.symbolic:
         raise EqiforgeError(f"a plan for every value of symbolic dims runs as torch code; backend={opts.backend!r} "
                             "specialises each shape")
     examples = list(captured.inputs) if program is None else examples_at(captured, program.hints)
     optimized = optimize_graph(captured.graph, captured.input_names, captured.out_spec, opts, timer,
                                bound=captured.param_inputs, examples=examples, title=program_title(fn),
                                written=captured.written,
-                               next_plans=opts.backend == "torch" and opts.measure != "never" and program is None)
+                               next_plans=backend.timed and opts.measure != "never" and program is None)
     optimized.report.capture_fallback = captured.fallback
     optimized.plan_calls(captured.call)
     if program is not None:
@@ -191,7 +189,7 @@ def _plan_for_call(fn, args, kwargs, opts: Options, dynamic, declared: bool) -> 
     why = no_better(optimized, opts)
     compiled = None if no_inductor else compiled_original(fn)
     first = FirstRace(why)
-    if opts.backend == "torch" and measurable(optimized, opts):  # inductor: predicted (dynamo.py measures)
+    if backend.timed and measurable(optimized, opts):  # inductor: predicted (dynamo.py measures)
         with timer("measure"):  # in the report's stages
             first = _measured_choice(optimized, fn, args, kwargs, captured, opts, budget,
                                      compiled if _program_compile_may_win(optimized.report, opts, captured) else None)
@@ -199,7 +197,7 @@ def _plan_for_call(fn, args, kwargs, opts: Options, dynamic, declared: bool) -> 
     if first.compiled_won:
         optimized.run_original(compiled, why, "the original program compiled by Inductor")
     elif why:
-        optimized.run_original(compiled_original(fn) if opts.backend == "inductor" else fn, why)
+        optimized.run_original(backend.original(fn), why)
     elif isinstance(optimized.runner, InductorPlan):  # compiled once chosen, not when the original runs
         optimized.runner.compile(captured.inputs)
         optimized.report.lowering_notes += optimized.runner.notes
@@ -319,11 +317,16 @@ def _reached(snap, choice: dict[int, int]) -> dict[int, int]:
     return reached
 
 
+def backend_of(opts: Options) -> backends.Backend:
+    """The backend entry of ``opts`` (auto: its torch entry, what a plan is lowered to before Inductor is timed)."""
+    return backends.resolve(opts.backend)[0]
+
+
 def measurable(optimized, opts: Options) -> bool:
     """Whether the program and the plan may be timed to choose: plans of PyTorch code (the torch and inductor
     backends), when the plan is EqiForge's own (not only calls it does not optimize) and the user did not ask
     for the plan whatever."""
-    return (opts.measure != "never" and opts.backend != "triton" and opts.original_if_no_better
+    return (opts.measure != "never" and backend_of(opts).original is not None and opts.original_if_no_better
             and not nothing_to_optimize(optimized.report))
 
 
@@ -504,7 +507,7 @@ def no_better(optimized, opts: Options) -> str | None:
     EqiForge does not optimize, or it is predicted faster by less than ``min_gain`` than the captured program
     (priced decomposed, so slower than the user's own calls) or than the program's calls as written, each one
     native kernel."""
-    if opts.backend == "triton" or not opts.original_if_no_better:
+    if backend_of(opts).original is None or not opts.original_if_no_better:
         return None
     report = optimized.report
     if nothing_to_optimize(report):
@@ -536,7 +539,8 @@ def _short_of(after: float, before: float, than: str, min_gain: float) -> str:
 def default_device(backend: str, tensors) -> str | None:
     """The device a plan is priced for when none is named: this CPU, as measured (cost/calibrate.py), for a
     torch-backend plan of CPU tensors; the cost model's default GPU otherwise (a triton plan runs on one)."""
-    if backend != "triton" and all(t.device.type == "cpu" for t in tensors if isinstance(t, torch.Tensor)):
+    cpu_priced = backends.resolve(backend)[0].cpu_priced
+    if cpu_priced and all(t.device.type == "cpu" for t in tensors if isinstance(t, torch.Tensor)):
         return "cpu"
     return None
 
@@ -561,7 +565,7 @@ def optimize_graph(graph, input_names, out_spec, opts: Options, timer: StageTime
     inputs the plan is checked on (None: random ones). With ``next_plans`` the module's ``next_plans`` can
     give the next-best plans (``NextPlans``) until the caller drops it."""
     graph.verify()
-    kernels = opts.backend == "triton"
+    kernels = backend_of(opts).kernels
     model = cost.get_cost_model(opts.cost_model, priced_device(opts, graph, examples, bound), kernels=kernels)
     layers = ("algebra", "kernel") if kernels else ("algebra",)
     schedule = sat.default_schedule(None if opts.rules is None else list(opts.rules), opts.limits, layers,
@@ -656,12 +660,12 @@ class _Lowering:
     def lower(self, selection):
         plan = build_plan(self.snap, selection.choice, self.graph, self.model, self.opts.fold_constants)
         plan.graph.verify()
-        return (plan, *_lower(plan, self.input_names, self.bound, self.opts.backend, self.title, self.rulesets))
+        return (plan, *backend_of(self.opts).lower(plan, self.input_names, self.bound, self.title, self.rulesets))
 
     def checked(self, selection, plan, runner, source, notes, node_cost, examples):
         """The first of: this plan, plans extracted again without the e-nodes where a failing plan left the
         program's values, the captured program itself; that passes the check. A failure of all is an error."""
-        interpreted = self.opts.backend == "triton" and os.environ.get("TRITON_INTERPRET") == "1"
+        interpreted = backend_of(self.opts).kernels and os.environ.get("TRITON_INTERPRET") == "1"
         check = validate.PlanCheck(self.graph, self.input_names, examples, self.bound, self.opts.assume_finite,
                                    slow_plans="the Triton interpreter" if interpreted else "")
         history = []
@@ -705,17 +709,6 @@ class _Lowering:
         selection = Selection({}, 0.0, "none (the captured program: the plan failed its check)", 0.0)
         text = "; ".join(history + [f"fell back to the captured program, unoptimized: {verdict.describe()}"])
         return selection, plan, runner, runner.source, [], text
-
-
-def _lower(plan, input_names, bound, backend, title, rulesets):
-    """(runner, its source, notes for the report) for the chosen backend."""
-    if backend in ("torch", "inductor"):
-        code = to_torch_code(plan.graph, input_names, bound, provenance(plan, title, rulesets))
-        runner = TorchPlan(code) if backend == "torch" else InductorPlan(code)  # compiled by the caller
-        return runner, runner.source, []
-    runner = TritonPlan(plan, input_names, {**plan.graph.params, **(bound or {})}, list(bound or {}),
-                        title=title, rulesets=rulesets)
-    return runner, runner.source, runner.notes
 
 
 def _attention_notes(snap, plan) -> list[str]:

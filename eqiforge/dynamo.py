@@ -56,6 +56,7 @@ from .dims import NotPolynomial, choose_hints
 from .errors import EqiforgeError
 from .frontend.symbolic import SizeEnv, SymbolicProgram, symbolic_sizes
 from .report import StageTimer
+from .runtime import backends
 from .runtime.inductor_plan import InductorPlan, laid_out
 from .runtime.torch_plan import BucketedPlan
 from .runtime.plan_cache import DEFAULT_CAPACITY, PlanCache, signature
@@ -83,8 +84,8 @@ def eqiforge_backend(gm, example_inputs, options: dict | None = None, **kwargs):
     """torch.compile backend entry point. ``options`` (torch.compile's) and keyword arguments are those of
     ``eqiforge.optimize``, plus ``fallback``, ``max_shapes`` and ``freeze`` (see the module docstring)."""
     settings = {"backend": "inductor", **(options or {}), **kwargs}
-    if settings["backend"] == "auto":  # the graph and its plan are both timed compiled by Inductor already
-        settings["backend"] = "inductor"
+    # auto: the graph and its plan are both timed compiled by Inductor already
+    settings["backend"] = backends.resolve(settings["backend"], auto="inductor")[0].name
     fallback = settings.pop("fallback", "inductor")
     max_shapes = settings.pop("max_shapes", DEFAULT_CAPACITY)
     freeze = settings.pop("freeze", True)

@@ -11,6 +11,7 @@ import torch
 
 import eqiforge
 from eqiforge import api, choice, timing
+from eqiforge.runtime import backends
 
 
 class FakeMachine:
@@ -191,7 +192,7 @@ def test_optimize_measures_and_a_plan_slowed_on_purpose_runs_the_original(monkey
             super()._bind()
             forward = self.forward
             self.forward = lambda *x: (fn(*x), fn(*x), forward(*x))[2]
-    monkeypatch.setattr(api, "TorchPlan", Slowed)
+    monkeypatch.setattr(backends, "TorchPlan", Slowed)  # what the torch backend lowers a plan to
     opt = eqiforge.optimize(fn, inputs, backend="torch", measure="always", measure_seconds=1.0)
     assert opt.report.runs.startswith("the original program (measured: no candidate was faster")
     assert opt.report.measured.startswith("program ") and opt.report.measured.endswith("runs: program")
@@ -343,7 +344,7 @@ def test_auto_backend_runs_the_program_under_inductor_where_it_beats_the_plan_ho
     def slowed(*args, **kwargs):
         run, graph = real_compile(*args, **kwargs)
         return (lambda *x: (run(*x), run(*x), run(*x))[2]), graph
-    monkeypatch.setattr(api, "TorchPlan", Slowed)
+    monkeypatch.setattr(backends, "TorchPlan", Slowed)
     monkeypatch.setattr(inductor_plan, "inductor_compiled", slowed)
     monkeypatch.setattr(api, "compiled_original", lambda fn: lambda a, b, v: a @ (b @ v))
     with torch.no_grad():
