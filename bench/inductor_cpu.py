@@ -104,6 +104,11 @@ def cold_caches():
                 os.environ["EQIFORGE_CACHE_DIR"] = saved
 
 
+def _runs(opt) -> str:
+    """What ``optimize()``'s module runs, for the table (its report's ``runs``, without the reason)."""
+    return opt.report.runs.split(" (")[0]
+
+
 def _paired(samples: dict, variant: str, base: str) -> float:
     """Median over rounds of ``variant``'s time over ``base``'s in the same round (the machine's drift cancels)."""
     return statistics.median(v / b for v, b in zip(samples[variant], samples[base]))
@@ -147,7 +152,7 @@ def main() -> None:
                     + " | ".join(f"{ms[v]:.3f}" for v in variants_run)
                     + "".join(f" | {_paired(samples, v, 'compile'):.2f}" for v in ratios)
                     + (f" | {_versus_faster(samples, 'optimize', 'eager', 'compile'):.2f}" if versus_best else "")
-                    + " |")
+                    + (f" | {_runs(variants['optimize'])}" if "optimize" in variants else "") + " |")
         first_rows.append(f"| {name} | " + " | ".join(f"{first_call[v]:.2f}" for v in variants_run) + " |")
         print(rows[-1], first_rows[-1], flush=True)
     out = Path(args.out) if args.out else \
@@ -160,8 +165,9 @@ def main() -> None:
             f"calls, ms; ratios: median of per-round time ratios; allocator: {allocator}. `{command}`.", "",
             "| program | algebra | " + " | ".join(TITLES[v] for v in variants_run)
             + "".join(f" | {TITLES[v]} / torch.compile" for v in ratios)
-            + (" | eqiforge.optimize / the faster of eager and torch.compile" if versus_best else "") + " |",
-            "|---" * (2 + len(variants_run) + len(ratios) + versus_best) + "|"]
+            + (" | eqiforge.optimize / the faster of eager and torch.compile" if versus_best else "")
+            + (" | eqiforge.optimize runs" if "optimize" in variants_run else "") + " |",
+            "|---" * (2 + len(variants_run) + len(ratios) + versus_best + ("optimize" in variants_run)) + "|"]
     first = ["", "First calls: seconds to build each variant and run its first call (compiles included; this process "
              "compiled a trivial function first, so no variant pays Dynamo's and Inductor's start-up alone).", "",
              "| program | " + " | ".join(TITLES[v] for v in variants_run) + " |",
