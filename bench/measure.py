@@ -1,7 +1,7 @@
 """How the benchmarks measure: output error against eager, fresh inputs, EqiForge's own timing loop.
 
 Every variant of a program is timed by the same loop (``time_round_robin``, which is
-``eqiforge.timing.time_candidates``: the loop EqiForge's measured choice decides by) so that no variant gets
+``eqiforge.decide.timing.time_candidates``: the loop EqiForge's measured choice decides by) so that no variant gets
 a different harness. Variants are interleaved per repeat, in a shuffled order, so slow drift of the machine
 (frequency, other tenants) and the state left by the previous call hit all of them alike; calls rotate
 over several fresh input sets so that no call is timed on data left hot in cache by the call before it.
@@ -22,7 +22,7 @@ from typing import Callable
 import torch
 import torch.utils._pytree as pytree
 
-from eqiforge.timing import time_candidates
+from eqiforge.decide.timing import time_candidates
 
 TOLERANCE = 1e-4  # largest relative error accepted for fp32 (rewrites change rounding, not results)
 BUSY_CORES = 0.25  # other processes' load above which a timing is retried, then flagged
@@ -70,7 +70,7 @@ def fresh_inputs(example: tuple[torch.Tensor, ...], sets: int, seed: int = 1) ->
 def time_round_robin(variants: dict[str, Callable], input_sets: list[tuple], repeats: int,
                      warmup: int = 3, seed: int = 0, calls: int = 1) -> dict[str, list[float]]:
     """Seconds of every visit, per variant, ``repeats`` rounds after ``warmup`` untimed ones, under no_grad:
-    EqiForge's own timing loop (``eqiforge.timing.time_candidates``, the one its measured choice decides by),
+    EqiForge's own timing loop (``eqiforge.decide.timing.time_candidates``, the one its measured choice decides by),
     so what the benchmarks measure and what EqiForge decides agree. Each round visits the variants in a
     shuffled (seeded) order; a visit is an untimed call followed at once by ``calls`` timed ones (their
     median): a call is slowed or sped up by what ran just before it (a large matmul leaves caches and threads

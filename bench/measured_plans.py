@@ -1,5 +1,5 @@
 """Plan-level training data for the cost model: every program of bench/'s suites optimized with the measured
-choice on, its best plans timed side by side (eqiforge/choice.py's protocol), the records kept.
+choice on, its best plans timed side by side (eqiforge/decide/choice.py's protocol), the records kept.
 
     python bench/measured_plans.py                       # -> bench/data/cpu/plans/measured_choice.jsonl.gz
     python bench/measured_plans.py --suites algebra --programs matmul_chain,row_sums --out /tmp/p.jsonl.gz
@@ -37,7 +37,8 @@ def main() -> None:
     p.add_argument("--out", default=str(OUT))
     args = p.parse_args()
     import eqiforge
-    from eqiforge import api, choice
+    from eqiforge import api
+    from eqiforge.decide import choice
     from eqiforge.paths import cache_dir
     from measure import steady_allocator
     print(f"allocator: {steady_allocator()}", file=sys.stderr)  # as bench/'s timings: no page faults in them

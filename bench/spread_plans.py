@@ -1,6 +1,6 @@
 """Plans with spread, for judging a cost model's plan ranking: every program of bench/'s suites extracted again
 under randomly perturbed prices (each e-node's price times exp(N(0, SIGMA))), the distinct plans that pass
-the plan check timed side by side with the extractor's own (eqiforge/timing.py's protocol), and the records
+the plan check timed side by side with the extractor's own (eqiforge/decide/timing.py's protocol), and the records
 written as the measured choice writes them, so that
 
     python bench/spread_plans.py --out /tmp/spread.jsonl.gz
@@ -30,7 +30,7 @@ SIGMA = 1.0  # spread of the log-normal price perturbation
 def perturbed_plans(optimized, count: int, seed: int, sources: set) -> list:
     """Up to ``count`` (plan, runner) of distinct code extracted under perturbed prices, checked; their code is
     added to ``sources`` (the code already timed)."""
-    from eqiforge import validate
+    from eqiforge.pipeline import validate
     from eqiforge.extract import extract
     nxt, rng = optimized.next_plans, random.Random(seed)
     low = nxt.lowering
@@ -57,10 +57,11 @@ def same_nodes(a, b) -> bool:
 
 def main() -> None:
     from run_cpu import SUITES
-    from eqiforge import api, choice, frontend, timing
+    from eqiforge import api, frontend
+    from eqiforge.decide import choice, timing
     from eqiforge.cost.calibrate import machine_key
     from eqiforge.cost.plans import graph_nodes
-    from eqiforge.report import StageTimer
+    from eqiforge.pipeline.report import StageTimer
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--suites", default="algebra,kernelbench", help=f"comma-separated, of {list(SUITES)}")
     p.add_argument("--plans", type=int, default=5, help="perturbed plans per program (default 5)")

@@ -10,7 +10,7 @@ profiling and GPU-bench code) import on machines without egglog.
 import importlib
 
 _PUBLIC = {"optimize": "api", "Options": "api", "Limits": "egraph.saturate", "EqiforgeError": "errors",
-           "Plan": "lower.plan", "Report": "report"}
+           "Plan": "lower.plan", "Report": "pipeline.report"}
 __all__ = list(_PUBLIC)
 
 

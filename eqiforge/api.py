@@ -12,7 +12,9 @@ from dataclasses import dataclass, field, replace
 
 import torch
 
-from . import blocks, choice, cost, frontend, ops, validate
+from .pipeline import blocks, validate
+from .decide import choice
+from . import cost, frontend, ops
 from .egraph import rulecheck
 from .egraph import saturate as sat
 from .errors import EqiforgeError, NoPlanForEverySize
@@ -28,7 +30,7 @@ from .lower.torch_code import to_torch_code
 from .cost.as_written import library_calls_only, written_seconds
 from .cost.plans import graph_nodes
 from .lower.writer import provenance
-from .report import Report, StageTimer
+from .pipeline.report import Report, StageTimer
 from .runtime import OptimizedModule
 from .runtime import backends
 from .runtime.inductor_plan import InductorPlan, compiled_original

@@ -15,7 +15,8 @@ from .viz.commands import add_commands
 
 
 def _optimize(args) -> int:
-    from . import api, targets
+    from . import api
+    from .frontend import targets
     from .egraph.saturate import Limits
 
     fn, inputs = targets.load_target(args.target, args.example)

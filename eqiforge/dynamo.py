@@ -51,11 +51,12 @@ from torch._subclasses.fake_tensor import unset_fake_temporarily
 from torch.fx.experimental.proxy_tensor import make_fx
 from torch.fx.experimental.symbolic_shapes import optimization_hint
 
-from . import api, choice, frontend
+from . import api, frontend
+from .decide import choice
 from .dims import NotPolynomial, choose_hints
 from .errors import EqiforgeError
 from .frontend.symbolic import SizeEnv, SymbolicProgram, symbolic_sizes
-from .report import StageTimer
+from .pipeline.report import StageTimer
 from .runtime import backends
 from .runtime.inductor_plan import InductorPlan, laid_out
 from .runtime.torch_plan import BucketedPlan

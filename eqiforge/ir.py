@@ -10,7 +10,8 @@ from typing import Any, Callable
 
 import torch
 
-from . import dims, fused, ops
+from . import dims, ops
+from .ops import fused
 
 
 @dataclass(frozen=True)

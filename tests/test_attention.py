@@ -9,7 +9,8 @@ import pytest
 import torch
 
 import eqiforge
-from eqiforge import examples, fused
+from eqiforge import examples
+from eqiforge.ops import fused
 from eqiforge.cost import get_device
 from eqiforge.lower.attention_notes import unfused_attention
 from test_end_to_end import assert_close

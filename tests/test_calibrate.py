@@ -92,7 +92,7 @@ def test_torch_plans_of_cpu_tensors_are_priced_for_this_cpu(fake_measure, monkey
 def test_a_norm_pytorch_composes_on_this_cpu_is_not_priced_as_one_native_call():
     """F.rms_norm has no fused CPU kernel in this PyTorch (five ATen ops): on the CPU device the plan keeps
     the written-out ops instead of a 'native' call that is no faster, and the as-written price counts five."""
-    from eqiforge import native
+    from eqiforge.ops import native
     from eqiforge.cost.roofline import RooflinePrior
     from eqiforge.cost.features import node_features
     attrs = ("rms_norm", ("x",), ("acc",), 1e-6)

@@ -1,6 +1,7 @@
-"""The measured choice (eqiforge/choice.py, eqiforge/timing.py): candidates timed by the protocol on a clock the
-test controls (costs and noise known), the decision rule, and optimize() choosing by measurement: a plan made
-slower on purpose is not chosen, a decision is read back from the cache, records are written as documented."""
+"""The measured choice (eqiforge/decide/choice.py, eqiforge/decide/timing.py): candidates timed by the protocol
+on a clock the test controls (costs and noise known), the decision rule, and optimize() choosing by measurement:
+a plan made slower on purpose is not chosen, a decision is read back from the cache, records are written as
+documented."""
 import json
 import random
 import sys
@@ -10,7 +11,8 @@ import pytest
 import torch
 
 import eqiforge
-from eqiforge import api, choice, timing
+from eqiforge import api
+from eqiforge.decide import choice, timing
 from eqiforge.runtime import backends
 
 

@@ -4,7 +4,7 @@ import itertools
 
 import pytest
 
-from eqiforge import native
+from eqiforge.ops import native
 from eqiforge.cost import get_cost_model, get_device, learned
 from eqiforge.cost.dataset import read_records, record_features, tuplify
 from eqiforge.cost.train import evaluate_models, train_model

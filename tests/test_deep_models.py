@@ -10,7 +10,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from eqiforge import api, frontend
-from eqiforge.report import StageTimer
+from eqiforge.pipeline.report import StageTimer
 from test_end_to_end import assert_close
 
 #: 12 layers reach the eleventh layer, where egglog went wrong; 24 and 48 are the slow tier

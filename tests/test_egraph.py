@@ -191,7 +191,7 @@ def test_a_multi_worker_rayon_setting_cannot_deadlock_the_forked_saturation():
 
 def test_fused_inputs_in_canonical_order():
     """Inputs numbered as the expressions first read them, a tensor at two slots read once, unread dropped."""
-    from eqiforge.fused import canonical_inputs
+    from eqiforge.ops.fused import canonical_inputs
     exprs = [("bin", "add", ("in", 3), ("in", 1)), ("bin", "mul", ("acc",), ("in", 0))]
     got, kept = canonical_inputs(exprs, ["a", "b", "c", "a"])  # slots 0 and 3 hold one tensor; slot 2 unread
     assert kept == [3, 1]
@@ -201,7 +201,7 @@ def test_fused_inputs_in_canonical_order():
 def test_commuted_operands_make_one_canonical_kernel():
     """a + b over (a, b) and b + a over (b, a) are one kernel once commutative operands are ordered by the
     tensors they read; a constant goes last; a subtraction keeps its order."""
-    from eqiforge.fused import canonical_inputs
+    from eqiforge.ops.fused import canonical_inputs
     one = canonical_inputs([("bin", "add", ("in", 0), ("in", 1))], ["a", "b"])
     other = canonical_inputs([("bin", "add", ("in", 1), ("in", 0))], ["a", "b"])
     swapped = canonical_inputs([("bin", "add", ("in", 0), ("in", 1))], ["b", "a"])

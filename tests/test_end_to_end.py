@@ -408,7 +408,7 @@ def test_banded_products_read_the_band_on_every_backend(backend):
 
 def test_a_band_product_in_half_precision_accumulates_in_float32():
     """band_matmul of bfloat16 operands sums in float32 and rounds once, as the dense product does."""
-    from eqiforge.kernel_semantics import band_matmul
+    from eqiforge.ops.kernel_semantics import band_matmul
     a, x = torch.randn(64, 64).bfloat16(), torch.randn(64, 8).bfloat16()
     band = torch.ones(64, 64, dtype=torch.bool).triu(-20).tril(20)
     want = torch.where(band, a, 0.0).float() @ x.float()

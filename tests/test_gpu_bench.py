@@ -65,10 +65,10 @@ def test_export_writes_standalone_plans(plans):
         body = ast.parse((plans / name / "inductor" / "plan.py").read_text()).body
         imports = {node.module if isinstance(node, ast.ImportFrom) else alias.name
                    for node in body if isinstance(node, (ast.Import, ast.ImportFrom)) for alias in node.names}
-        assert imports <= {"torch", "eqiforge.native"}, (name, imports)
+        assert imports <= {"torch", "eqiforge.ops.native"}, (name, imports)
 
 
-#: the fields of a measured choice's record (eqiforge/choice.py), which the GPU run writes as well
+#: the fields of a measured choice's record (eqiforge/decide/choice.py), which the GPU run writes as well
 RECORD_FIELDS = {"version", "time", "program", "device", "machine", "runs", "rounds", "candidates"}
 
 
@@ -77,9 +77,9 @@ def test_dry_run_checks_every_plan_without_egglog(plans, tmp_path):
     assert done.returncode == 0, done.stdout + done.stderr
     report = json.loads(done.stdout.strip().splitlines()[-1])
     assert report["code"] == 0
-    # the inductor plans' helpers: eqiforge.native and the torch-only modules it reads
-    assert set(report["eqiforge"]) <= {"eqiforge.examples", "eqiforge.errors", "eqiforge.native", "eqiforge.ops",
-                                       "eqiforge.kernel_semantics"}, report["eqiforge"]
+    # the inductor plans' helpers: eqiforge.ops.native and the torch-only modules it reads
+    assert set(report["eqiforge"]) <= {"eqiforge.examples", "eqiforge.errors", "eqiforge.ops.native", "eqiforge.ops",
+                                       "eqiforge.ops.kernel_semantics"}, report["eqiforge"]
     results = json.loads((tmp_path / "gpu_dry_run.json").read_text())
     assert len(results["programs"]) == len(list(plans.glob("*/program.json")))
     for name, r in results["programs"].items():
@@ -101,7 +101,7 @@ def test_dry_run_checks_every_plan_without_egglog(plans, tmp_path):
     assert results["programs"]["mlp_fp16"]["tflops"]  # GEMM-heavy: FLOPs recorded at export
     records = [json.loads(line) for line in (tmp_path / "gpu_dry_run_records.jsonl").read_text().splitlines()]
     assert [r["program"] for r in records] == list(results["programs"])  # the measured choice's format:
-    from eqiforge import choice
+    from eqiforge.decide import choice
     from eqiforge.cost import plans as plan_data
     assert all(r["version"] == choice.VERSION and set(r) == RECORD_FIELDS for r in records)
     for r in records:

@@ -10,7 +10,8 @@ import pytest
 import torch
 
 import eqiforge
-from eqiforge import api, choice, cli, cost
+from eqiforge import api, cli, cost
+from eqiforge.decide import choice
 from eqiforge.cost import learned, plans
 from eqiforge.profiling import commands
 

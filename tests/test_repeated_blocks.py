@@ -7,8 +7,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from eqiforge import api, blocks, frontend, validate
-from eqiforge.report import StageTimer
+from eqiforge import api, frontend
+from eqiforge.pipeline import blocks, validate
+from eqiforge.pipeline.report import StageTimer
 from test_deep_models import llama, residual_attention
 from test_end_to_end import assert_close, fresh_like
 

@@ -10,7 +10,8 @@ import pytest
 import torch
 
 import eqiforge
-from eqiforge import api, choice, dims
+from eqiforge import api, dims
+from eqiforge.decide import choice
 from eqiforge.dims import Lifter, Poly, SymInt
 from eqiforge.errors import EqiforgeError
 

@@ -9,7 +9,7 @@ import torch.nn.functional as F
 import eqiforge
 from eqiforge import api, examples
 from eqiforge.cost import get_device
-from eqiforge.report import StageTimer
+from eqiforge.pipeline.report import StageTimer
 from test_end_to_end import assert_close, fresh_like
 
 KERNEL_OPS = ("GemmK", "PointwiseK", "RowReduceK", "AttentionK")

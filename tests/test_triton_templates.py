@@ -1,4 +1,4 @@
-"""The Triton templates under the interpreter, against PyTorch (``eqiforge.fused.evaluate`` references).
+"""The Triton templates under the interpreter, against PyTorch (``eqiforge.ops.fused.evaluate`` references).
 
 ``TRITON_INTERPRET=1`` must be in the environment before triton is first imported: ``triton.language``
 defines its own helpers (tl.sigmoid, tl.sum, ...) at import, interpreted or compiled. This module sets it on
@@ -20,7 +20,7 @@ import torch.nn.functional as F  # noqa: E402
 import triton  # noqa: E402
 
 from eqiforge.cost import configs  # noqa: E402
-from eqiforge.fused import evaluate  # noqa: E402
+from eqiforge.ops.fused import evaluate  # noqa: E402
 from eqiforge.lower.kernels import (BINARY, UNARY, AttentionSpec, GemmSpec, Operand, PointwiseSpec,  # noqa: E402
                                     RowReduceSpec, Tile)
 from eqiforge.lower.triton import (StaticCompileUnavailable, UnsupportedSpec, build, load_module,  # noqa: E402

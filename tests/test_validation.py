@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 
 import eqiforge
-from eqiforge import validate
+from eqiforge.pipeline import validate
 from eqiforge.egraph import encode, rulesets
 from eqiforge.errors import EqiforgeError
 from test_end_to_end import assert_close

@@ -27,7 +27,7 @@ EqiForge; 2) torch.compile (default) of every program, then EqiForge's inductor 
 while the budget allows. Results are
 rewritten after every step, so a kill leaves the partial results: ``gpu.json`` and ``gpu.md`` in ``--out``;
 a short table is printed last. ``gpu_records.jsonl`` holds the same measurements in the records format of
-EqiForge's measured choice (``eqiforge/choice.py``; docs/usage.md#measured-choice), one line per program:
+EqiForge's measured choice (``eqiforge/decide/choice.py``; docs/usage.md#measured-choice), one line per program:
 the candidates with their measured seconds, EqiForge's plan with its predicted seconds and its nodes, the
 data a GPU cost model learns plan-level ranking from.
 
@@ -355,8 +355,8 @@ class Session:
             tmp.replace(path)
 
 
-#: the version of eqiforge/choice.py's records this writes (the GPU machine does not import eqiforge.choice:
-#: its cost-model imports want scipy); tests/test_gpu_bench.py checks the two agree
+#: the version of eqiforge/decide/choice.py's records this writes (the GPU machine does not import
+#: eqiforge.decide.choice: its cost-model imports want scipy); tests/test_gpu_bench.py checks the two agree
 RECORDS_VERSION = 2
 
 

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .. import fused, ops
+from ..ops import fused
+from .. import ops
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,7 @@ import numpy as np
 import torch
 
 from ..errors import EqiforgeError
-from ..native import ACC
+from ..ops.native import ACC
 from .calibrate import cpu_model
 from .configs import best_prices
 from .devices import Device

@@ -1,4 +1,4 @@
-"""Plan-level data: what the measured choice timed (``choice.py``'s records), as a cost model sees it.
+"""Plan-level data: what the measured choice timed (``decide/choice.py``'s records), as a cost model sees it.
 
 A measured choice appends a record per program: its candidates, each with the predicted and measured
 seconds, and, for EqiForge's plans, the plan's nodes (op, operand shapes and dtypes, output shape and dtype,

@@ -12,7 +12,8 @@ import math
 
 import numpy as np
 
-from .. import fused, native, ops
+from ..ops import fused, native
+from .. import ops
 from .configs import best_prices
 from .devices import Device
 from .features import NodeFeatures, node_features

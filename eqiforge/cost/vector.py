@@ -15,7 +15,8 @@ import math
 
 import numpy as np
 
-from .. import fused, ops
+from ..ops import fused
+from .. import ops
 from .devices import Device
 from .features import NodeFeatures
 

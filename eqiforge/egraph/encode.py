@@ -32,7 +32,7 @@ def lit(kind: str, value):
     raise ValueError(f"unknown attribute kind {kind!r}")
 
 
-#: Epi tuple heads and their egglog constructors (see eqiforge/fused.py)
+#: Epi tuple heads and their egglog constructors (see eqiforge/ops/fused.py)
 EPI_CONSTRUCTORS = {"acc": "EAcc", "x": "EX", "in": "EIn", "const": "EConst", "un": "EUn", "bin": "EBin",
                     "cast": "ECast"}
 

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .. import fused, ops
+from ..ops import fused
+from .. import ops
 from ..errors import EqiforgeError
 from .encode import EPI_CONSTRUCTORS, node_name, output_name
 
@@ -186,7 +187,7 @@ def _equal_classes(rows: list[tuple], shapes: dict, dtypes: dict):
                 if (shapes[a], dtypes[a]) != (shapes[b], dtypes[b]):
                     raise EqiforgeError(f"two e-classes hold the e-node {name}{attrs} but differ in shape or dtype: "
                                         f"{shapes[a]} {dtypes[a]} vs {shapes[b]} {dtypes[b]} (a bug in the "
-                                        f"kernels' canonical inputs, eqiforge/fused.py)")
+                                        f"kernels' canonical inputs, eqiforge/ops/fused.py)")
                 parent[b] = a
                 merged = True
     return find

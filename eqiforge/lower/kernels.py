@@ -10,7 +10,7 @@ Fused expressions (``Epi``) are nested tuples, evaluated elementwise over the ke
     ("x",)                        the row-reduction kernel's current input element (prologue only)
     ("in", i)                     extra input i, broadcast to the output shape
     ("const", value)              a scalar
-    ("un", name, e)               name in UNARY (eqiforge.fused, from the op table)
+    ("un", name, e)               name in UNARY (eqiforge.ops.fused, from the op table)
     ("bin", name, e1, e2)         name in BINARY
     ("cast", dtype, e)            a dtype name of eqiforge.ops.DTYPES
 """
@@ -20,7 +20,7 @@ import math
 from dataclasses import dataclass, fields
 
 from ..cost.roofline import ATTENTION_BLOCK, ROW_BLOCK, attention_split  # the tiles priced are the tiles run
-from ..fused import BINARY, UNARY  # noqa: F401  (the operator names the forms below take)
+from ..ops.fused import BINARY, UNARY  # noqa: F401  (the operator names the forms below take)
 from ..ir import Graph
 
 ACC = ("acc",)

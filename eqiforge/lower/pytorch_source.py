@@ -2,7 +2,7 @@
 
 Names (inputs, generated variables), literals (numbers, dtypes, extern arguments), an algebra node as a
 PyTorch call (its op-table entry's ``torch_src``, or a call with its attributes), a fused expression, and a
-kernel node computing exactly what its kind means (``eqiforge/kernel_semantics.py``, whose source a
+kernel node computing exactly what its kind means (``eqiforge/ops/kernel_semantics.py``, whose source a
 generated module embeds when it needs it) — the triton backend's fallback for a kernel it cannot render.
 """
 from __future__ import annotations
@@ -13,7 +13,8 @@ import re
 
 import torch
 
-from .. import kernel_semantics, ops
+from ..ops import kernel_semantics
+from .. import ops
 from ..dims import SymFloat
 from ..ir import ExternCall, TensorArg
 from . import kernels as K
@@ -141,4 +142,4 @@ def kernel_source(spec, args: list[str]) -> str:
 def semantics_source() -> str:
     """The functions ``kernel_source`` calls, as source for a module that already imports torch."""
     text = inspect.getsource(kernel_semantics)
-    return "# what each kernel kind computes (eqiforge/kernel_semantics.py)\n" + text[text.index("\ndef ") + 1:]
+    return "# what each kernel kind computes (eqiforge/ops/kernel_semantics.py)\n" + text[text.index("\ndef ") + 1:]

@@ -3,8 +3,8 @@
 One statement per IR node, written by the shared plan walker (lower/writer.py): algebra ops as the PyTorch
 calls the triton backend's glue also uses (``pytorch_source.torch_call``), with overrides where PyTorch
 has a cheaper form (a Python number for a scalar operand, 1-D products, means, implicit broadcasting);
-re-formed composites as their native PyTorch op (eqiforge/native.py), other kernel nodes through their
-reference implementation (eqiforge/kernel_semantics.py), externs as the calls they were. Parameters, externs
+re-formed composites as their native PyTorch op (eqiforge/ops/native.py), other kernel nodes through their
+reference implementation (eqiforge/ops/kernel_semantics.py), externs as the calls they were. Parameters, externs
 and implementations are globals of the function, and scalar ``Fill`` operands are Python numbers, so a
 call is one Python frame with no attribute look-ups; views of parameters (reshapes, transposes, expands)
 are made once, at module level, when the plan is bound to its tensors. That matters on small programs:
@@ -20,7 +20,8 @@ from dataclasses import dataclass, field, replace
 
 import torch
 
-from .. import kernel_semantics, native, ops
+from ..ops import kernel_semantics, native
+from .. import ops
 from ..dims import is_symbolic
 from ..ir import Graph, call_extern, outputs_of, stored_dtype_differs
 from .pytorch_source import GENERATED_VAR, REDUCTIONS, dtype_src, ident, literal, number_src, sizes, torch_call
@@ -166,7 +167,7 @@ class _TorchWriter(PlanWriter):
         return literal(value, args) or self.helper("attr", value)
 
     def kernel(self, i: int, n) -> str:
-        """A native PyTorch call where one computes the node (native.py), else its reference implementation."""
+        """A native PyTorch call where one computes the node (ops/native.py), else its reference implementation."""
         op = ops.get(n.op)
         native_call = native.is_native(n.op, n.attrs, [self.graph.nodes[j].shape for j in n.inputs])
         vector = self.matrix_vector_gemm(n) if native_call and n.op == "GemmK" else None

@@ -4,14 +4,14 @@ The module imports only torch and triton, so a plan optimized here runs (and is 
 EqiForge. It defines one launcher per kernel node and ``forward(<inputs>, params)``: kernel nodes run their
 generated Triton kernel; views, re-formed composites and remaining algebra ops run as PyTorch calls; externs
 as the ATen calls they were. A kernel the templates cannot render runs as PyTorch code computing what its
-kind means (eqiforge/kernel_semantics.py, copied into the module), float64 in float64 as the templates do
+kind means (eqiforge/ops/kernel_semantics.py, copied into the module), float64 in float64 as the templates do
 (reported as a fallback). The walk over the plan is the one the torch backend uses (lower/writer.py).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .. import fused
+from ..ops import fused
 from ..ir import ExternCall, Graph
 from .kernels import kernel_spec
 from .plan import Plan

@@ -1,4 +1,4 @@
-"""Profiling on the CPU: the torch backend's kernel nodes (the native PyTorch calls of ``native.py``), timed
+"""Profiling on the CPU: the torch backend's kernel nodes (the native PyTorch calls of ``ops/native.py``), timed
 on this machine, in the records format GPU profiling writes.
 
 A GEMM problem comes with its four operand layouts (each operand given as is or transposed: the choice the
@@ -17,7 +17,7 @@ import time
 
 import torch
 
-from .. import native
+from ..ops import native
 from ..cost.dataset import digest, kernel_record, tuplify
 
 STRATA = ((8, 128), (128, 512), (512, 1536))

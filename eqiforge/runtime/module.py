@@ -303,7 +303,7 @@ class OptimizedModule(torch.nn.Module):
 
     def export(self, directory, example_inputs=None) -> Path:
         """Write the plan as a standalone deployment: ``plan.py`` (the generated module: the triton backend's
-        imports only torch and triton; the torch and inductor backends' code imports torch and eqiforge.native,
+        imports only torch and triton; the torch and inductor backends' code imports torch and eqiforge.ops.native,
         no egglog, and ``torch.compile`` of its ``bind(params)`` is what the inductor backend runs),
         ``params.pt`` (its parameters) and ``meta.json`` (inputs and how to call it). With ``example_inputs``,
         ``check.pt`` holds them and this module's outputs, to verify the plan elsewhere."""

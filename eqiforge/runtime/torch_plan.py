@@ -63,7 +63,7 @@ class TorchPlan(_GeneratedForward):
 def standalone_source(source: str, helpers: dict, constants) -> str:
     """The plan's code as a module of its own (what ``export`` writes for the torch and inductor backends):
     ``bind(params)`` returns the plan function with its tensors bound, ``forward(*inputs, params=params)``
-    calls it. It imports torch and the torch-only helpers the code calls (eqiforge.native), never egglog;
+    calls it. It imports torch and the torch-only helpers the code calls (eqiforge.ops.native), never egglog;
     a helper that is not importable by name (an extern call of this process) cannot be written."""
     imports = []
     for name, value in sorted(helpers.items()):

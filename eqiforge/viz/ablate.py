@@ -26,7 +26,7 @@ import torch
 from .. import api, cost, frontend
 from ..egraph import rulesets
 from ..errors import EqiforgeError
-from ..report import Report, StageTimer
+from ..pipeline.report import Report, StageTimer
 from .table import AblationTable
 
 MODES = ("all", "leave-one-out", "each", "subsets")

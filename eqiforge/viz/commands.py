@@ -55,7 +55,7 @@ def _program_parser(sub, name: str, help_text: str) -> argparse.ArgumentParser:
 
 def _program(args):
     """(callable, example inputs, display name, optimize options) from the common arguments."""
-    from .. import targets
+    from ..frontend import targets
     from ..egraph.saturate import Limits
     fn, inputs = targets.load_target(args.target, args.example)
     name = args.example or Path(args.target.partition(":")[0]).name

@@ -13,7 +13,7 @@ the sign and zero cases of ``torch.pow`` handled explicitly, and common constant
 """
 from __future__ import annotations
 
-from ...fused import inputs_used
+from ...ops.fused import inputs_used
 from ...ops import EPI
 from .source import TL_DTYPES, UnsupportedSpec, rsqrt
 

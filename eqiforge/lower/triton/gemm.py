@@ -26,7 +26,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ...fused import format_expr
+from ...ops.fused import format_expr
 from ...ops import dtype_size
 from ..kernels import GemmSpec, compute_dtype
 from . import epilogue

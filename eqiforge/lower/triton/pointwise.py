@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 
-from ...fused import format_expr
+from ...ops.fused import format_expr
 from ..kernels import PointwiseSpec, compute_dtype
 from . import epilogue
 from .source import (Kernel, Param, check_broadcast, check_dtypes, check_power_of_two, dot_offset, header, indent,

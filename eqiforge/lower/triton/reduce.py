@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-from ...fused import format_expr
+from ...ops.fused import format_expr
 from ..kernels import RowReduceSpec, compute_dtype
 from . import epilogue
 from .source import (TL_DTYPES, Kernel, Param, UnsupportedSpec, check_broadcast, check_dtypes, check_power_of_two,

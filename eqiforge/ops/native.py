@@ -9,7 +9,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from . import ops
+from .. import ops
 
 ACC = ("acc",)
 BIAS = ("bin", "add", ACC, ("in", 0))  # acc + bias

@@ -8,7 +8,7 @@ rules/schema.egg.
 """
 from __future__ import annotations
 
-from .ops import EPI, evaluate  # noqa: F401  (evaluate: an Epi's PyTorch value, part of this language)
+from . import EPI, evaluate  # noqa: F401  (evaluate: an Epi's PyTorch value, part of this language)
 
 UNARY = tuple(name for name, op in EPI.items() if op.arity == 1)
 BINARY = tuple(name for name, op in EPI.items() if op.arity == 2)

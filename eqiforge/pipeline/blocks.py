@@ -24,14 +24,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import cost
-from .egraph import saturate as sat
-from .egraph.report import SaturationReport
-from .egraph.snapshot import Snapshot
-from .errors import EqiforgeError
-from .extract import extract
-from .extract.dag import select
-from .ir import Graph
+from .. import cost
+from ..egraph import saturate as sat
+from ..egraph.report import SaturationReport
+from ..egraph.snapshot import Snapshot
+from ..errors import EqiforgeError
+from ..extract import extract
+from ..extract.dag import select
+from ..ir import Graph
 
 MIN_BLOCK_NODES = 12  # smaller repeats (a chain of Adds) gain nothing and would cut fusion across them
 ENTRY, GLUE = "eqiforge_entry", "eqiforge_block"  # names of the pieces' stand-in inputs

@@ -24,7 +24,7 @@ import torch
 import torch.utils._pytree as pytree
 
 from . import timing
-from .paths import cache_dir, read_entry, write_entry
+from ..paths import cache_dir, read_entry, write_entry
 
 VERSION = 2  # of the decisions and records (2: calls take copies of the inputs in turn): a change measures again
 MODES = ("auto", "always", "never")
@@ -250,7 +250,7 @@ def _predicted_best(candidates: list[Candidate]) -> Candidate:
 
 def machine() -> dict:
     """What a measurement depends on besides the program: the processor, threads, library versions."""
-    from .cost.calibrate import machine_key
+    from ..cost.calibrate import machine_key
     found = {**machine_key(), "python": platform.python_version()}
     if torch.cuda.is_available():
         found["gpu"] = torch.cuda.get_device_name()

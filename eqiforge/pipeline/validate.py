@@ -23,9 +23,9 @@ from dataclasses import dataclass
 
 import torch
 
-from . import ops
-from .errors import EqiforgeError
-from .ir import Graph, evaluate, run_node
+from .. import ops
+from ..errors import EqiforgeError
+from ..ir import Graph, evaluate, run_node
 
 #: a plan passes when its error against the program is at most this, relative to the output's largest
 #: magnitude; past it the float64 evaluation decides (``ROUNDING_FACTOR``)

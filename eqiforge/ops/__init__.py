@@ -6,7 +6,7 @@ semantics and the torch backend's kernel nodes), FLOP counts for the cost prior 
 elementwise op also gives the ATen ops it comes from, its PyTorch source for generated code and its Triton
 expression for fused kernels. What follows from an entry is derived from it: the frontend's mapping of plain
 elementwise ATen ops, the schema's datatype of algebra ops, elementwise shape/dtype rules and one-op kernel
-rules (eqiforge/egraph/rulesets.py), and the fused-expression vocabulary (``EPI``, eqiforge/fused.py).
+rules (eqiforge/egraph/rulesets.py), and the fused-expression vocabulary (``EPI``, eqiforge/ops/fused.py).
 
 IR conventions that keep the algebra simple (the frontend establishes them):
 - Broadcasting is explicit: elementwise operands have equal shapes; ``Expand`` and ``Reshape`` make them so.
@@ -379,7 +379,7 @@ def _row_reduce_shape(ins, attrs) -> Shape:
 
 
 def evaluate(expr: tuple, acc: torch.Tensor | None, extras: list[torch.Tensor], x: torch.Tensor | None = None):
-    """PyTorch value of a fused expression (eqiforge/fused.py) as kernels compute it, each operator by its
+    """PyTorch value of a fused expression (eqiforge/ops/fused.py) as kernels compute it, each operator by its
     entry's reference implementation: in float32, or in float64 when a tensor it reads or a cast in it is
     float64 (a kernel never computes narrower than its program); ``acc``/``x`` fill ("acc",)/("x",)."""
     tensors = [t for t in (acc, x, *extras) if t is not None]

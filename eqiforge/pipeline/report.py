@@ -5,7 +5,7 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from .egraph.report import SaturationReport
+from ..egraph.report import SaturationReport
 
 
 @dataclass

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import torch
 
-from . import examples
-from .errors import EqiforgeError
+from .. import examples
+from ..errors import EqiforgeError
 
 
 def load_target(target: str | None = None, example: str | None = None):
