@@ -37,12 +37,12 @@ def main() -> None:
     p.add_argument("--out", default=str(OUT))
     args = p.parse_args()
     import eqiforge
-    from eqiforge import api
     from eqiforge.decide import choice
+    from eqiforge.decide import program as decide_program
     from eqiforge.paths import cache_dir
     from measure import steady_allocator
     print(f"allocator: {steady_allocator()}", file=sys.stderr)  # as bench/'s timings: no page faults in them
-    api.NEXT_PLANS, api.NEXT_PLANS_BAND = NEXT_PLANS, BAND
+    decide_program.NEXT_PLANS, decide_program.NEXT_PLANS_BAND = NEXT_PLANS, BAND
     records = cache_dir("measure") / choice.RECORDS  # this run's records are what it appends
     start = records.stat().st_size if records.exists() else 0
     wanted = set(args.programs.split(",")) if args.programs else None

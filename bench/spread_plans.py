@@ -15,7 +15,6 @@ model's first pick costs.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import gzip
 import json
 import math
@@ -34,7 +33,7 @@ def perturbed_plans(optimized, count: int, seed: int, sources: set) -> list:
     from eqiforge.extract import extract
     nxt, rng = optimized.next_plans, random.Random(seed)
     low = nxt.lowering
-    check = validate.PlanCheck(low.graph, low.input_names, nxt.examples, low.bound, low.opts.assume_finite)
+    check = validate.PlanCheck(low.graph, low.input_names, nxt.examples, low.bound, low.opts.search.assume_finite)
     plans = []
     for _ in range(4 * count):
         if len(plans) == count:
@@ -57,10 +56,12 @@ def same_nodes(a, b) -> bool:
 
 def main() -> None:
     from run_cpu import SUITES
-    from eqiforge import api, frontend
+    from eqiforge import frontend
     from eqiforge.decide import choice, timing
     from eqiforge.cost.calibrate import machine_key
     from eqiforge.cost.plans import graph_nodes
+    from eqiforge.pipeline.compile import compile_graph
+    from eqiforge.pipeline.options import Options
     from eqiforge.pipeline.report import StageTimer
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--suites", default="algebra,kernelbench", help=f"comma-separated, of {list(SUITES)}")
@@ -74,16 +75,16 @@ def main() -> None:
     from measure import steady_allocator
     allocator = steady_allocator()  # as bench/'s timings: a plan's time without page faults that depend on
     print(f"allocator: {allocator}", file=sys.stderr)  # which plan was timed before it
-    opts = api.Options(backend="torch", measure="always", cache=False)
+    opts = Options.of(backend="torch", measure="always", cache=False)
     lines = []
     for suite in args.suites.split(","):
         for seed, (name, case) in enumerate(SUITES[suite][0].items()):
             program, example = case.make()
             with torch.no_grad():
-                captured = frontend.capture(program, example, {}, fold_params=opts.fold_constants)
-                optimized = api.optimize_graph(captured.graph, captured.input_names, captured.out_spec, opts,
-                                               StageTimer(), bound=captured.param_inputs,
-                                               examples=list(captured.inputs), next_plans=True)
+                captured = frontend.capture(program, example, {}, fold_params=opts.search.fold_constants)
+                optimized = compile_graph(captured.graph, captured.input_names, captured.out_spec, opts,
+                                          StageTimer(), bound=captured.param_inputs,
+                                          examples=list(captured.inputs), next_plans=True)
                 if optimized.next_plans is None:  # one plan only (shared blocks), or the program itself
                     continue
                 sources = {optimized.source}
@@ -91,9 +92,9 @@ def main() -> None:
                     (f"plan {i}", plan, runner) for i, (plan, runner) in
                     enumerate(perturbed_plans(optimized, args.plans, 1000 * args.seed + seed, sources), 2)]
                 if args.learned:  # the plan extraction picks under the learned cost model's prices
-                    other = api.optimize_graph(captured.graph, captured.input_names, captured.out_spec,
-                                               dataclasses.replace(opts, cost_model="learned"), StageTimer(),
-                                               bound=captured.param_inputs, examples=list(captured.inputs))
+                    other = compile_graph(captured.graph, captured.input_names, captured.out_spec,
+                                          opts.with_(cost_model="learned"), StageTimer(),
+                                          bound=captured.param_inputs, examples=list(captured.inputs))
                     if not any(same_nodes(other.plan, plan) for _, plan, _ in runners):
                         runners.append(("learned model's plan", other.plan, other.runner))
                 sets = choice.input_sets(*captured.inputs)

@@ -6,9 +6,9 @@ import pytest
 import torch
 
 import eqiforge
-from eqiforge import api
 from eqiforge.cost import calibrate, get_cost_model
 from eqiforge.cost.lookup import get_device
+from eqiforge.pipeline.compile import default_device
 
 FIGURES = {"threads": 2, "matmul_tflops_float32": 0.1, "matmul_tflops_float64": 0.05,
            "matmul_tflops_bfloat16": 0.2, "mem_bw_gbs": 20.0, "vector_tflops": 0.02, "call_us": 2.0,
@@ -83,7 +83,7 @@ def test_torch_plans_of_cpu_tensors_are_priced_for_this_cpu(fake_measure, monkey
     assert get_cost_model("roofline", "H100").name.startswith("roofline prior (H100; published-time fit")
     named = eqiforge.optimize(lambda a: (a @ a).relu(), (x,), device="A100")
     assert named.report.cost_model == get_cost_model("roofline", "A100").name
-    assert api.default_device("triton", [x]) is None and api.default_device("torch", [x]) == "cpu"
+    assert default_device("triton", [x]) is None and default_device("torch", [x]) == "cpu"
     monkeypatch.setenv("EQIFORGE_DEVICE", "L40S")
     assert (eqiforge.optimize(lambda a: (a @ a).relu(), (x,)).report.cost_model
             == get_cost_model("roofline", "L40S").name)

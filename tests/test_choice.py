@@ -11,9 +11,10 @@ import pytest
 import torch
 
 import eqiforge
-from eqiforge import api
 from eqiforge.decide import choice, timing
 from eqiforge.runtime import backends
+from eqiforge.decide import program
+from eqiforge.runtime.torch_plan import TorchPlan
 
 
 class FakeMachine:
@@ -163,7 +164,7 @@ def test_a_budget_too_small_for_a_decision_runs_the_predicted_best():
         decision = choice.choose(candidates, "always", budget_s=0.5, min_gain=0.005, use_cache=False)
     finally:
         timing.time_candidates = original
-    assert decision.runs == "plan" and not decision.medians
+    assert decision.winner == "plan" and not decision.medians
     assert decision.why.startswith("too few rounds to decide: ") and "rounds fit the budget of 0.5 s" in decision.why
     assert choice.choose(candidates, "always", budget_s=0, min_gain=0.005).why == "a budget of 0 s"
 
@@ -172,7 +173,7 @@ def test_auto_times_only_where_the_prediction_does_not_decide(monkeypatch):
     monkeypatch.setattr(timing, "time_candidates", lambda *a, **k: pytest.fail("timed a decisive prediction"))
     candidates = [choice.Candidate("program", lambda: None, 1e-3), choice.Candidate("plan", lambda: None, 1e-4)]
     decision = choice.choose(candidates, "auto", 1.0, 0.005)
-    assert decision.runs == "plan" and decision.why == "plan predicted 2x or more faster than the rest"
+    assert decision.winner == "plan" and decision.why == "plan predicted 2x or more faster than the rest"
 
 
 # ------------------------------------------------------------------------------------------ optimize()
@@ -187,7 +188,7 @@ def test_optimize_measures_and_a_plan_slowed_on_purpose_runs_the_original(monkey
     construction, whatever else loads the machine), the measurement must see it."""
     monkeypatch.setenv("EQIFORGE_CACHE_DIR", str(tmp_path))
     fn, inputs = chain()
-    real = api.TorchPlan
+    real = TorchPlan
 
     class Slowed(real):
         def _bind(self):
@@ -335,7 +336,7 @@ def test_auto_backend_runs_the_program_under_inductor_where_it_beats_the_plan_ho
     from eqiforge.runtime import inductor_plan
     monkeypatch.setenv("EQIFORGE_CACHE_DIR", str(tmp_path))
     fn, inputs = chain()
-    real_plan, real_compile = api.TorchPlan, inductor_plan.inductor_compiled
+    real_plan, real_compile = TorchPlan, inductor_plan.inductor_compiled
 
     class Slowed(real_plan):
         def _bind(self):
@@ -348,7 +349,7 @@ def test_auto_backend_runs_the_program_under_inductor_where_it_beats_the_plan_ho
         return (lambda *x: (run(*x), run(*x), run(*x))[2]), graph
     monkeypatch.setattr(backends, "TorchPlan", Slowed)
     monkeypatch.setattr(inductor_plan, "inductor_compiled", slowed)
-    monkeypatch.setattr(api, "compiled_original", lambda fn: lambda a, b, v: a @ (b @ v))
+    monkeypatch.setattr(program, "compiled_original", lambda fn: lambda a, b, v: a @ (b @ v))
     with torch.no_grad():
         opt = eqiforge.optimize(fn, inputs, measure="always", measure_seconds=2.0)
         torch.testing.assert_close(opt(*inputs), fn(*inputs), rtol=1e-4, atol=1e-3)
@@ -367,7 +368,7 @@ def test_a_program_compile_that_fails_is_dropped_in_the_first_race_and_not_tried
     def broken(*args):
         tries.append(args)
         raise RuntimeError("Inductor could not compile this")
-    monkeypatch.setattr(api, "compiled_original", lambda fn: broken)
+    monkeypatch.setattr(program, "compiled_original", lambda fn: broken)
     fn, inputs = fusable()
     with torch.no_grad():
         opt = eqiforge.optimize(fn, inputs, measure="always", measure_seconds=4.0)
@@ -419,7 +420,7 @@ def test_auto_backend_keeps_the_torch_code_where_the_compiled_plan_is_slower_and
     assert opt.report.measured.startswith("not measured (plan predicted 2x or more faster than the rest); runs: "
                                           "plan; then plan ")
     assert opt.report.measured.endswith("runs: plan") and opt.report.runs == "the plan"
-    assert type(opt.runner) is api.TorchPlan
+    assert type(opt.runner) is TorchPlan
     monkeypatch.setattr(timing, "time_candidates", lambda *a, **k: pytest.fail("measured again"))
     monkeypatch.setattr(inductor_plan, "inductor_compiled", lambda *a, **k: pytest.fail("compiled again"))
     with torch.no_grad():
@@ -429,7 +430,7 @@ def test_auto_backend_keeps_the_torch_code_where_the_compiled_plan_is_slower_and
 
 
 def test_auto_backend_does_not_try_inductor_where_autograd_records_the_call(monkeypatch):
-    monkeypatch.setattr(api, "compiled_original", lambda fn: pytest.fail("compiled a program that trains"))
+    monkeypatch.setattr(program, "compiled_original", lambda fn: pytest.fail("compiled a program that trains"))
     fn, (x,) = fusable()
     x.requires_grad_(True)
     opt = eqiforge.optimize(fn, (x,), measure="always", measure_seconds=0.2)
@@ -452,7 +453,7 @@ def test_a_plan_compiled_for_inference_runs_its_torch_code_where_autograd_record
         run, graph = real(*args, **kwargs)
         return (lambda *x: (compiled_calls.append(1), run(*x))[1]), graph
     monkeypatch.setattr(inductor_plan, "inductor_compiled", counted)
-    plan = api.InductorPlan.of(opt.runner)
+    plan = inductor_plan.InductorPlan.of(opt.runner)
     plan.compile(inputs, inference_only=True)
     assert plan.graph is not None
     torch.testing.assert_close(plan(*inputs)[0], fn(*inputs), rtol=1e-4, atol=1e-3)
@@ -476,7 +477,7 @@ def test_next_best_plans_are_timed_beside_the_best_and_recorded(monkeypatch, tmp
     """With a band wide enough for them, the next-best distinct plans (each checked) are candidates too;
     whichever runs computes the program."""
     monkeypatch.setenv("EQIFORGE_CACHE_DIR", str(tmp_path))
-    monkeypatch.setattr(api, "NEXT_PLANS_BAND", 100.0)
+    monkeypatch.setattr(program, "NEXT_PLANS_BAND", 100.0)
     fn, inputs = shared_factor()
     with torch.no_grad():
         opt = eqiforge.optimize(fn, inputs, backend="torch", measure="always", measure_seconds=0.5)
@@ -490,7 +491,7 @@ def test_next_best_plans_are_timed_beside_the_best_and_recorded(monkeypatch, tmp
 
 
 def test_a_next_best_plan_measured_faster_becomes_the_plan(monkeypatch):
-    monkeypatch.setattr(api, "NEXT_PLANS_BAND", 100.0)
+    monkeypatch.setattr(program, "NEXT_PLANS_BAND", 100.0)
     monkeypatch.setattr(choice, "decide", lambda timings, order, gain: ("plan 2", "measured faster (a test)"))
     fn, inputs = shared_factor()
     best = eqiforge.optimize(fn, inputs, backend="torch", measure="never")

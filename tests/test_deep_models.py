@@ -9,8 +9,10 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from eqiforge import api, frontend
+from eqiforge import frontend
 from eqiforge.pipeline.report import StageTimer
+from eqiforge.pipeline.compile import compile_graph
+from eqiforge.pipeline.options import Options
 from test_end_to_end import assert_close
 
 #: 12 layers reach the eleventh layer, where egglog went wrong; 24 and 48 are the slow tier
@@ -97,7 +99,7 @@ def captured(build, layers):
 @pytest.mark.parametrize("build", [residual_attention, llama], ids=["residual-attention", "llama"])
 def test_deep_program_matches_eager(build, layers, rules):
     program, inputs, cap = captured(build, layers)
-    opts = api.Options(rules=None if rules is None else tuple(rules), validate=False)
-    opt = api.optimize_graph(cap.graph, cap.input_names, cap.out_spec, opts, StageTimer(), examples=list(inputs))
+    opts = Options.of(rules=None if rules is None else tuple(rules), validate=False)
+    opt = compile_graph(cap.graph, cap.input_names, cap.out_spec, opts, StageTimer(), examples=list(inputs))
     with torch.no_grad():
         assert_close(opt(*inputs), program(*inputs), rtol=1e-5)

@@ -11,8 +11,10 @@ import torch
 from torch.testing import assert_close
 
 import eqiforge
-from eqiforge import api, cost, dynamo
+from eqiforge import cost, dynamo
 from eqiforge.runtime import inductor_plan
+from eqiforge.runtime import aot
+from eqiforge.shapes import graphs as shape_graphs
 
 
 class Attention(torch.nn.Module):
@@ -81,7 +83,7 @@ def test_deberta_v2_matches_eager():
 def test_a_failure_that_is_no_eqiforge_error_warns_and_falls_back(monkeypatch):
     def broken(*args, **kwargs):
         raise RuntimeError("a bug in the pipeline")
-    monkeypatch.setattr(api, "optimize_graph", broken)
+    monkeypatch.setattr(shape_graphs, "compile_graph", broken)
     model, x = mlp().eval(), torch.randn(4, 16)
     compiled = torch.compile(model, backend="eqiforge")
     with warnings.catch_warnings(record=True) as caught, torch.no_grad():
@@ -127,7 +129,7 @@ def test_dynamic_true_gives_one_plan_from_the_first_call():
 
 
 def test_without_a_plan_for_every_size_shapes_get_a_plan_each_and_past_max_shapes_run_the_fallback(monkeypatch):
-    monkeypatch.setattr(dynamo, "_symbolic_plan", lambda *args: (None, "none in this test"))
+    monkeypatch.setattr(shape_graphs, "_symbolic_plan", lambda *args: (None, "none in this test"))
     model = mlp().eval()
     compiled = torch.compile(model, backend="eqiforge", options={"max_shapes": 1, "fallback": "eager"})
     graphs = len(dynamo.SHAPE_PLANS)
@@ -156,7 +158,7 @@ def test_a_shape_whose_plan_fails_runs_the_fallback_and_says_why(monkeypatch):
 
         def broken(*args, **kwargs):
             raise eqiforge.EqiforgeError("no plan at this shape")
-        monkeypatch.setattr(api, "optimize_graph", broken)
+        monkeypatch.setattr(shape_graphs, "compile_graph", broken)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             for _ in range(2):
@@ -217,12 +219,12 @@ def assert_gradients_match_eager(compiled, model, x):
 
 def test_training_gradients_match_eager_with_the_backward_compiled_by_inductor(monkeypatch):
     compiled_by_inductor = []
-    inner = dynamo.compile_fx_inner
+    inner = aot.compile_fx_inner
 
     def recording(gm, example_inputs, **kwargs):
         compiled_by_inductor.append(kwargs["is_backward"])
         return inner(gm, example_inputs, **kwargs)
-    monkeypatch.setattr(dynamo, "compile_fx_inner", recording)
+    monkeypatch.setattr(aot, "compile_fx_inner", recording)
     model = mlp()
     compiled = torch.compile(model, backend="eqiforge")
     before = len(dynamo.REPORTS)
@@ -236,8 +238,8 @@ def test_training_with_the_eager_fallback_runs_the_backward_as_built(monkeypatch
     """fallback="eager": the forward is EqiForge's plan, the backward runs as AOTAutograd built it (Inductor
     compiles nothing), and the gradients are eager's."""
     compiled_by_inductor = []
-    inner = dynamo.compile_fx_inner
-    monkeypatch.setattr(dynamo, "compile_fx_inner", lambda gm, example_inputs, **kwargs: (
+    inner = aot.compile_fx_inner
+    monkeypatch.setattr(aot, "compile_fx_inner", lambda gm, example_inputs, **kwargs: (
         compiled_by_inductor.append(kwargs["is_backward"]) or inner(gm, example_inputs, **kwargs)))
     model = mlp()
     compiled = torch.compile(model, backend="eqiforge", options={"fallback": "eager"})
@@ -328,12 +330,12 @@ def test_a_changed_weight_reoptimizes_and_never_gives_a_stale_result():
 
 def test_a_graph_without_a_win_goes_to_inductor_as_written(monkeypatch):
     graphs = []
-    inner = dynamo.compile_fx_inner
+    inner = aot.compile_fx_inner
 
     def recording(gm, example_inputs, **kwargs):
         graphs.append(sorted(str(n.target) for n in gm.graph.nodes if n.op == "call_function"))
         return inner(gm, example_inputs, **kwargs)
-    monkeypatch.setattr(dynamo, "compile_fx_inner", recording)
+    monkeypatch.setattr(aot, "compile_fx_inner", recording)
     monkeypatch.setattr(inductor_plan, "compile_fx_inner", recording)
 
     def gelu2(x):

@@ -2,6 +2,8 @@
 random inputs, for the built-in examples and for programs that stress the frontend and the runtime."""
 import copy
 
+import dataclasses
+
 import pytest
 import torch
 import torch.nn as nn
@@ -292,6 +294,29 @@ def test_bad_options_are_clear_errors(options, message):
     fn, inputs = examples.load("mlp")
     with pytest.raises(EqiforgeError, match=message):
         eqiforge.optimize(fn, inputs, **options)
+
+
+def test_options_as_an_object_and_as_keywords_are_the_same_settings():
+    """``optimize(options=Options.of(...))`` is the keywords' way; keywords beside it override it; the object is
+    frozen, grouped by stage, and its keywords read back as given."""
+    opts = eqiforge.Options.of(measure="never", share_blocks=False, extract_seconds=2.0, shapes="static")
+    assert (opts.measuring.mode, opts.search.share_blocks, opts.extraction.seconds, opts.shapes.policy) == \
+        ("never", False, 2.0, "static")
+    assert opts.keywords()["measure"] == "never" and opts.keywords()["extract_seconds"] == 2.0
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        opts.measuring.mode = "always"
+    with pytest.raises(EqiforgeError, match="unknown measure mode"):
+        opts.with_(measure="sometimes")
+    fn, inputs = examples.load("mlp")
+    by_object = eqiforge.optimize(fn, inputs, options=opts)
+    by_keywords = eqiforge.optimize(fn, inputs, measure="never", share_blocks=False, extract_seconds=2.0,
+                                    shapes="static")
+    assert by_object.source == by_keywords.source
+    assert by_object.report.repeated_blocks == "off (share_blocks=False)"
+    overridden = eqiforge.optimize(fn, inputs, options=opts, validate=False)
+    assert overridden.report.validation == "off (validate=False)" and by_object.report.validation.startswith("passed")
+    with pytest.raises(EqiforgeError, match="static"):
+        by_object(torch.randn(3, *inputs[0].shape[1:]))
 
 
 def test_without_folding_parameters_stay_live():

@@ -10,15 +10,16 @@ import pytest
 import torch
 
 import eqiforge
-from eqiforge import api, cli, cost
+from eqiforge import cli, cost
 from eqiforge.decide import choice
+from eqiforge.decide import program
 from eqiforge.cost import learned, plans
 from eqiforge.profiling import commands
 
 
 def test_a_plans_recorded_nodes_price_back_to_its_prediction(monkeypatch, tmp_path):
     monkeypatch.setenv("EQIFORGE_CACHE_DIR", str(tmp_path))
-    monkeypatch.setattr(api, "NEXT_PLANS_BAND", 100.0)
+    monkeypatch.setattr(program, "NEXT_PLANS_BAND", 100.0)
     a, b, c = torch.randn(128, 128), torch.randn(128, 128), torch.randn(128, 1)
     with torch.no_grad():
         eqiforge.optimize(lambda a, b, c: a * c + b * c, (a, b, c), backend="torch", measure="always",

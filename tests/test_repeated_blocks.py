@@ -7,9 +7,11 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from eqiforge import api, frontend
+from eqiforge import frontend
 from eqiforge.pipeline import blocks, validate
 from eqiforge.pipeline.report import StageTimer
+from eqiforge.pipeline.compile import compile_graph
+from eqiforge.pipeline.options import Options
 from test_deep_models import llama, residual_attention
 from test_end_to_end import assert_close, fresh_like
 
@@ -33,8 +35,8 @@ def captured(build, *args):
 
 
 def optimized(cap, inputs, **options):
-    opts = api.Options(original_if_no_better=False, **options)  # the plan runs, not the original program
-    return api.optimize_graph(cap.graph, cap.input_names, cap.out_spec, opts, StageTimer(), examples=list(inputs))
+    opts = Options.of(original_if_no_better=False, **options)  # the plan runs, not the original program
+    return compile_graph(cap.graph, cap.input_names, cap.out_spec, opts, StageTimer(), examples=list(inputs))
 
 
 @pytest.mark.parametrize("build", [llama, residual_attention], ids=["llama", "residual-attention"])
@@ -90,8 +92,8 @@ def test_weights_passed_as_inputs_are_each_blocks_own():
     """Unfolded weights (graph inputs, as live weights are): each block reads its own from outside."""
     program, inputs, _ = captured(llama, 3)
     cap = frontend.capture(program, inputs, fold_params=False)
-    opts = api.Options(original_if_no_better=False, fold_constants=False)
-    opt = api.optimize_graph(cap.graph, cap.input_names, cap.out_spec, opts, StageTimer(), bound=cap.param_inputs,
+    opts = Options.of(original_if_no_better=False, fold_constants=False)
+    opt = compile_graph(cap.graph, cap.input_names, cap.out_spec, opts, StageTimer(), bound=cap.param_inputs,
                              examples=list(inputs))
     assert opt.report.repeated_blocks.startswith("3 repeated blocks") and opt.report.validation.startswith("passed")
     with torch.no_grad():

@@ -124,6 +124,17 @@ def test_stages_import_only_earlier_stages():
     assert not backward_imports(PACKAGE)
 
 
+def test_the_map_of_the_code_in_the_docs_is_the_pipeline_order():
+    """docs/concepts.md's "Where the code is" lists every module and package of eqiforge/, in ORDER."""
+    page = (PACKAGE.parent / "docs" / "concepts.md").read_text()
+    section = page[page.index("## Where the code is"):]
+    listed = re.findall(r"^- `(\w+)(?:/|\.py)`", section, re.M)
+    present = {p.stem for p in PACKAGE.glob("*.py") if p.stem != "__init__"} | \
+              {p.parent.name for p in PACKAGE.glob("*/__init__.py")}
+    assert listed == ORDER, "docs/concepts.md's map and ORDER differ"
+    assert set(ORDER) == present, f"ORDER and eqiforge/ differ: {sorted(set(ORDER) ^ present)}"
+
+
 def module_imports(package: Path, name: str = "eqiforge") -> dict[str, set[str]]:
     """Module -> the modules of ``package`` it imports (statements at any depth: a lazy import inside a
     function is an arrow too); ``from . import x`` names module x where there is one, else the package."""

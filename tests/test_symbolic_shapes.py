@@ -10,10 +10,11 @@ import pytest
 import torch
 
 import eqiforge
-from eqiforge import api, dims
+from eqiforge import dims
 from eqiforge.decide import choice
 from eqiforge.dims import Lifter, Poly, SymInt
 from eqiforge.errors import EqiforgeError
+from eqiforge.shapes import generalize
 
 S = Poly.symbol("s0")
 S1 = S + Poly.constant(1)
@@ -127,7 +128,8 @@ def test_a_plan_that_does_not_hold_at_other_sizes_is_not_used_for_them(monkeypat
 
 
 def test_dims_asked_dynamic_whose_plan_does_not_hold_get_a_plan_for_the_example_with_a_warning(monkeypatch):
-    monkeypatch.setattr(api, "_checked", lambda *args: api.SizeCheck("s=3", "the plan checked made to fail"))
+    failed = generalize.SizeCheck("s=3", "the plan checked made to fail")
+    monkeypatch.setattr(generalize, "_checked", lambda *args: failed)
     with pytest.warns(UserWarning, match="asked for a plan for every size, but there is no plan for every size"):
         opt = eqiforge.optimize(attention, qkv(8, 0), dynamic={"q": 2, "k": 2, "v": 2}, measure="never",
                                 original_if_no_better=False)
@@ -202,7 +204,7 @@ def test_torch_compile_optimizes_a_dynamic_graph_once_for_every_length():
     assert dynamo.SHAPE_PLANS[-1].cache.builds == 0 and "checked at" in dynamo.REPORTS[-1].symbolic
 
 
-class SlowedTorchPlan(api.TorchPlan):
+class SlowedTorchPlan(generalize.TorchPlan):
     """A plan as torch code that runs three times per call: slower than the graph by construction."""
 
     def _bind(self):
@@ -217,7 +219,7 @@ def test_a_dynamic_graph_runs_as_the_fallback_compiles_it_where_that_is_measured
     from eqiforge import dynamo
 
     monkeypatch.setenv("EQIFORGE_CACHE_DIR", str(tmp_path))
-    monkeypatch.setattr(api, "TorchPlan", SlowedTorchPlan)
+    monkeypatch.setattr(generalize, "TorchPlan", SlowedTorchPlan)
     torch._dynamo.reset()
     compiled = torch.compile(attention, backend="eqiforge", options={"original_if_no_better": False,
                                                                      "measure": "always", "measure_seconds": 1.0,
@@ -244,7 +246,7 @@ def test_a_dynamic_graph_under_inductor_is_timed_against_its_plan_however_the_pr
 
     monkeypatch.setenv("EQIFORGE_CACHE_DIR", str(tmp_path))
     monkeypatch.setattr(choice, "DECISIVE", 0.0)
-    monkeypatch.setattr(api, "TorchPlan", SlowedTorchPlan)
+    monkeypatch.setattr(generalize, "TorchPlan", SlowedTorchPlan)
     torch._dynamo.reset()
     compiled = torch.compile(attention, backend="eqiforge", options={"original_if_no_better": False,
                                                                      "measure": "auto", "measure_seconds": 1.0})

@@ -7,8 +7,10 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import eqiforge
-from eqiforge import api, examples
+from eqiforge import examples
 from eqiforge.cost import get_device
+from eqiforge.pipeline.compile import compile_graph
+from eqiforge.pipeline.options import Options
 from eqiforge.pipeline.report import StageTimer
 from test_end_to_end import assert_close, fresh_like
 
@@ -132,8 +134,8 @@ def test_joint_choice_beats_algebra_first_then_kernels():
     joint = eqiforge.optimize(fn, inputs, backend="triton")
     algebra_first = eqiforge.optimize(fn, inputs, backend="torch")
     names = ["x", "w"]
-    opts = api.Options(backend="triton", rules=("fusion", "layout", "tiling", "composite"))
-    then_kernels = api.optimize_graph(algebra_first.plan.graph, names, None, opts, StageTimer())
+    opts = Options.of(backend="triton", rules=("fusion", "layout", "tiling", "composite"))
+    then_kernels = compile_graph(algebra_first.plan.graph, names, None, opts, StageTimer())
     assert len(kernels(joint)) == 1 and len(kernels(then_kernels)) == 2
     assert joint.report.predicted_after < then_kernels.report.predicted_after
     with torch.no_grad():

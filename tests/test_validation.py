@@ -176,7 +176,7 @@ def test_a_wrong_rule_is_caught_and_its_node_excluded(rules_dir):
     assert "excluded 1 e-nodes (Add) and extracted again" in opt.report.validation
     assert opt.report.validation.endswith(")") and "passed on the example inputs and random inputs" in \
         opt.report.validation
-    assert "plan check" in opt.report.summary()
+    assert "plan check" in opt.report.summary() and opt.report.plan_check_intervened
 
 
 def test_a_plan_that_cannot_be_mended_falls_back_to_the_captured_program(rules_dir):
@@ -185,7 +185,7 @@ def test_a_plan_that_cannot_be_mended_falls_back_to_the_captured_program(rules_d
     opt, got, want = optimized_output(exp_program, (x,), rules=["wrong"], check_rules=False)
     assert_close(got, want, rtol=1e-6)
     assert "fell back to the captured program, unoptimized" in opt.report.validation
-    assert opt.report.extraction_method.startswith("none")
+    assert opt.report.extraction_method.startswith("none") and opt.report.plan_check_intervened
 
 
 def test_a_tampered_encoding_is_detected_and_never_used(monkeypatch):
@@ -230,6 +230,9 @@ def test_float64_reference_separates_rounding_from_errors():
 def test_the_check_can_be_turned_off():
     opt = eqiforge.optimize(lambda x: x * 2, (torch.randn(3),), validate=False)
     assert opt.report.validation == "off (validate=False)" and "validate" not in opt.report.stage_seconds
+    assert not opt.report.plan_check_intervened
+    checked = eqiforge.optimize(lambda x: x * 2, (torch.randn(3),))
+    assert checked.report.validation.startswith("passed") and not checked.report.plan_check_intervened
 
 
 # ------------------------------------------------------------------ rule folders

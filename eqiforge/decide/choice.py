@@ -11,6 +11,7 @@ the data a cost model learns plan-level ranking from.
 """
 from __future__ import annotations
 
+import enum
 import hashlib
 import itertools
 import json
@@ -27,7 +28,6 @@ from . import timing
 from ..paths import cache_dir, read_entry, write_entry
 
 VERSION = 2  # of the decisions and records (2: calls take copies of the inputs in turn): a change measures again
-MODES = ("auto", "always", "never")
 DECISIVE = 2.0  # "auto": a candidate predicted this many times faster than every other one runs untimed
 FASTER_IN = 0.75  # a candidate beats another when faster in at least this share of rounds ...
 #                   ... and by the caller's min_gain at the median
@@ -50,27 +50,48 @@ class Candidate:
     nodes: list[dict] | None = None  # a plan's nodes as the cost model prices them (cost/plans.py), recorded
 
 
+class Reason(str, enum.Enum):
+    """How a decision was taken."""
+
+    ONE_CANDIDATE = "one candidate"
+    NO_BUDGET = "a budget of 0 s"
+    PREDICTED = "the prediction is decisive"
+    TOO_FEW_ROUNDS = "too few rounds to decide"
+    FASTER = "measured faster beyond the spread"
+    NOT_FASTER = "no candidate was faster beyond the measured spread"
+
+
 @dataclass
 class Decision:
-    """Which candidate runs, and what was measured to decide it."""
+    """Which candidate runs (``winner``, a candidate's name), how that was decided (``reason``; ``why``
+    renders it with its numbers) and what was measured."""
 
-    runs: str
+    winner: str
+    reason: Reason
     why: str
     medians: dict[str, float] = field(default_factory=dict)  # seconds per candidate; empty: not measured
     rounds: int = 0
     failed: dict[str, str] = field(default_factory=dict)
     from_cache: bool = False
 
+    def __post_init__(self):
+        self.reason = Reason(self.reason)  # read back from the cache as its value
+
+    @property
+    def measured(self) -> bool:
+        """Whether timings decided (else the prediction did, as with measure="never")."""
+        return self.reason in (Reason.FASTER, Reason.NOT_FASTER)
+
     def describe(self) -> str:
         """One line for the report: what was measured, and what runs."""
         if not self.medians:
-            return f"not measured ({self.why}); runs: {self.runs}"
+            return f"not measured ({self.why}); runs: {self.winner}"
         base = next(iter(self.medians.values()))
         parts = [f"{name} {ms(s)}" + (f" ({base / s:.2f}x)" if i and s > 0 else "")
                  for i, (name, s) in enumerate(self.medians.items())]
         parts += [f"{name} failed ({why})" for name, why in self.failed.items()]
         cached = ", read from EqiForge's cache" if self.from_cache else ""
-        return f"{', '.join(parts)} (medians of {self.rounds} rounds{cached}); runs: {self.runs}"
+        return f"{', '.join(parts)} (medians of {self.rounds} rounds{cached}); runs: {self.winner}"
 
 
 def ms(seconds: float) -> str:
@@ -100,9 +121,11 @@ def choose(candidates: list[Candidate], mode: str, budget_s: float, min_gain: fl
         why = timings.note or "the candidates failed"
         names = [c.name for c in candidates if c.name in timings.seconds]
         runs = predicted.name if predicted.name in names else (names[0] if names else candidates[0].name)
-        return Decision(runs, f"too few rounds to decide: {why}", failed=timings.failed)
-    runs, why = decide(timings, [c.name for c in candidates if c.name in timings.seconds], min_gain)
-    decision = Decision(runs, why, {n: timings.median(n) for n in timings.seconds}, timings.rounds, timings.failed)
+        return Decision(runs, Reason.TOO_FEW_ROUNDS, f"too few rounds to decide: {why}", failed=timings.failed)
+    order = [c.name for c in candidates if c.name in timings.seconds]
+    winner, why = decide(timings, order, min_gain)
+    decision = Decision(winner, Reason.NOT_FASTER if winner == order[0] else Reason.FASTER, why,
+                        {n: timings.median(n) for n in timings.seconds}, timings.rounds, timings.failed)
     if entry:
         write_entry("measure", f"{entry}.json", json.dumps(asdict(decision)).encode())
     _record(candidates, decision, key, device)
@@ -164,12 +187,12 @@ def untimed(prices: list[tuple[str, float | None]], mode: str, budget_s: float) 
     Callers whose candidates are dear to build (compiled by Inductor) ask this first."""
     best = min((p for p in prices if p[1] is not None), key=lambda p: p[1], default=prices[0])
     if len(prices) < 2:
-        return Decision(prices[0][0], "one candidate")
+        return Decision(prices[0][0], Reason.ONE_CANDIDATE, "one candidate")
     if budget_s <= 0:
-        return Decision(best[0], "a budget of 0 s")
+        return Decision(best[0], Reason.NO_BUDGET, "a budget of 0 s")
     others = [p for name, p in prices if name != best[0]]
     if mode == "auto" and best[1] is not None and all(p is not None and p >= DECISIVE * best[1] for p in others):
-        return Decision(best[0], f"{best[0]} predicted {DECISIVE:g}x or more faster than the rest")
+        return Decision(best[0], Reason.PREDICTED, f"{best[0]} predicted {DECISIVE:g}x or more faster than the rest")
     return None
 
 
@@ -268,7 +291,7 @@ def _load(entry: str, candidates: list[Candidate]) -> Decision | None:
         decision = Decision(**json.loads(data)) if data is not None else None
     except (ValueError, TypeError):
         return None
-    if decision is None or decision.runs not in {c.name for c in candidates}:
+    if decision is None or decision.winner not in {c.name for c in candidates}:
         return None
     decision.from_cache = True
     return decision
@@ -285,7 +308,7 @@ def _device_hooks(device: str) -> dict:
 def _record(candidates: list[Candidate], decision: Decision, key: str, device: str) -> None:
     """Append the measurement to the records (a JSON line): a cost model's plan-level training data."""
     line = {"version": VERSION, "time": time.time(), "program": key, "device": device, "machine": machine(),
-            "runs": decision.runs, "rounds": decision.rounds,
+            "runs": decision.winner, "rounds": decision.rounds,
             "candidates": [{"name": c.name, "predicted_s": c.predicted_s, "measured_s": decision.medians.get(c.name),
                             "failed": decision.failed.get(c.name), **({"nodes": c.nodes} if c.nodes else {})}
                            for c in candidates]}

@@ -124,6 +124,7 @@ class Outcome:
     allowed: float | None = None
     eager_error: float | None = None
     validation: list[str] = field(default_factory=list)  # opt.report.validation of each optimization
+    interventions: list[bool] = field(default_factory=list)  # opt.report.plan_check_intervened of each
     rules: list[str] = field(default_factory=list)  # rules that matched while saturating, for coverage
     sizes: dict = field(default_factory=dict)  # SIZED configurations: the size class changed, the sizes called,
     #                                            calls that ran a plan / anything else there, optimizations
@@ -131,9 +132,9 @@ class Outcome:
 
     @property
     def intervened(self) -> bool:
-        """The optimizer's own plan check fired (found a difference, excluded e-nodes, fell back): its report
-        says something other than that the plan passed or that the check was off."""
-        return any(v and not v.startswith(("passed", "off")) for v in self.validation)
+        """The optimizer's own plan check fired (found a difference, excluded e-nodes, fell back) in one of the
+        optimizations."""
+        return any(self.interventions)
 
     def __str__(self) -> str:
         lines = [f"{self.status.upper()}: {self.detail}" if self.detail else self.status.upper()]
@@ -293,6 +294,7 @@ def check(make_program, make_inputs, config: str, options: dict, dtype: str) -> 
         outcome.sizes = {"class": old, "sizes": [n for n, _ in resized], "plan calls": plans,
                          "other calls": others, "optimizations": len(reports)}
     outcome.validation = [r.validation for r in reports]
+    outcome.interventions = [r.plan_check_intervened for r in reports]
     outcome.rules = sorted({rule for r in reports for rule, n in r.matches_per_rule().items() if n})
     return outcome
 

@@ -4,7 +4,7 @@
 every float ``1/size`` that came from a symbolic size is a ``SymInt``/``SymFloat``; the torch backend then
 writes it as code that reads the sizes from its inputs (``size_prelude``: ``sym_s0 = cache_0.shape[2]``).
 What cannot be lifted is a clear ``NotSymbolic``: a constant tensor whose size changes (a folded mask), a
-plan for another backend. Whether the lifted plan is right at other sizes is not assumed: api.py runs it
+plan for another backend. Whether the lifted plan is right at other sizes is not assumed: shapes/generalize.py runs it
 against the program converted at other values of the symbols before it is used.
 """
 from __future__ import annotations

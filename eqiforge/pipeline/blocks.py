@@ -24,14 +24,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .. import cost
-from ..egraph import saturate as sat
-from ..egraph.report import SaturationReport
 from ..egraph.snapshot import Snapshot
 from ..errors import EqiforgeError
-from ..extract import extract
 from ..extract.dag import select
 from ..ir import Graph
+from .search import Searched
 
 MIN_BLOCK_NODES = 12  # smaller repeats (a chain of Adds) gain nothing and would cut fusion across them
 ENTRY, GLUE = "eqiforge_entry", "eqiforge_block"  # names of the pieces' stand-in inputs
@@ -68,7 +65,8 @@ class Shared:
     """What ``optimize_once`` returns: the glued results, or None and why the whole graph is optimized."""
 
     note: str
-    result: tuple | None = None  # (Snapshot, SaturationReport, node_cost, Selection)
+    result: Searched | None = None  # the whole program's, glued; the saturation report is the block's
+    found: bool = False  # repeated blocks were found (shared, or not where the pieces did not glue)
 
 
 # ------------------------------------------------------------------------------------------ detection
@@ -337,25 +335,25 @@ class _Piece:
     rename: dict[str, str] = field(default_factory=dict)  # parameter and extern names of block 0 -> this copy's
 
 
-def optimize_once(graph: Graph, schedule, model, opts, timer, on_step=None, guide=None) -> Shared:
+def optimize_once(graph: Graph, search, timer, on_step=None) -> Shared:
     """Saturate and extract one block and the rest; the glued whole (see the module docstring), or why not.
-    The saturation report returned is the block's (the rest's is usually a few nodes). ``guide``: the prices
-    of a guided schedule (egraph/guide.py)."""
+    The saturation report returned is the block's (the rest's is usually a few nodes). ``search``: how each
+    piece is saturated, priced and extracted (pipeline/search.py)."""
     blocks, why = find(graph)
     if blocks is None:
         return Shared(why)
     try:
         block, block_back, entry_slot = block_graph(graph, blocks)
         rest, rest_back = rest_graph(graph, blocks)
-        bsnap, bsat, bcost, bsel = _optimize_piece(block, schedule, model, opts, timer, on_step, guide)
-        rsnap, _, rcost, rsel = _optimize_piece(rest, schedule, model, opts, timer, on_step, guide)
-        pieces = [_Piece(rsnap, rcost, rsel.choice, rest_back)]
+        first, others = search.run(block, timer, on_step), search.run(rest, timer, on_step)
+        bsel, rsel = first.selection, others.selection
+        pieces = [_Piece(others.snap, others.node_cost, rsel.choice, rest_back)]
         for k in range(blocks.count):
             to_program = {b: blocks.mapping[k][i] for b, i in block_back.items()}
             to_program.update({b: blocks.entries[k][e] for b, e in entry_slot.items()})
             rename = {graph.nodes[i].attrs[0]: graph.nodes[blocks.mapping[k][i]].attrs[0]
                       for i in blocks.mapping[0] if graph.nodes[i].op in ("Param", "Extern")}
-            pieces.append(_Piece(bsnap, bcost, bsel.choice, to_program, rename))
+            pieces.append(_Piece(first.snap, first.node_cost, bsel.choice, to_program, rename))
         with timer("extract"):
             started = time.perf_counter() - bsel.seconds - rsel.seconds  # the selection's time: all extraction
             snap, node_cost, choice = glue(pieces, graph)
@@ -363,38 +361,10 @@ def optimize_once(graph: Graph, schedule, model, opts, timer, on_step=None, guid
                                f"(the rest)", started)
     except Exception as err:  # noqa: BLE001 - whatever failed, the whole graph is optimized instead (the note says why)
         return Shared(f"{blocks.count} repeated blocks found but not shared ({type(err).__name__}: {err}); the "
-                      f"whole graph was optimized")
+                      f"whole graph was optimized", found=True)
     size = sum(1 for n in block.nodes if n.op not in ("Input", "Param", "Fill"))
     note = f"{blocks.count} repeated blocks of {size} nodes optimized once"
-    return Shared(note, (snap, bsat, node_cost, selection))
-
-
-def _optimize_piece(piece: Graph, schedule, model, opts, timer, on_step, guide):
-    """(snapshot, saturation report, node prices, selection) of one piece, as the pipeline does it. A piece
-    with nothing to compute (only inputs and constants) is read out without an e-graph."""
-    with timer("saturate"):
-        if all(n.op in ("Input", "Param", "Fill") for n in piece.nodes):
-            snap, saturation = _leaves_only(piece), SaturationReport()
-        else:
-            snap, saturation = sat.saturate(piece, schedule, on_step=on_step, assume_finite=opts.assume_finite,
-                                            guide=guide,
-                                            use_cache=opts.cache)
-    with timer("extract"):
-        node_cost = list(model.predict(cost.snapshot_features(snap, opts.fold_constants)))
-        selection = extract(snap, node_cost, method=opts.extractor, time_limit=opts.extract_seconds,
-                            use_cache=opts.cache)
-    return snap, saturation, node_cost, selection
-
-
-def _leaves_only(piece: Graph) -> Snapshot:
-    """The snapshot of a graph of leaves: one e-class and e-node per node."""
-    live = piece.live_nodes()
-    cls = {i: c for c, i in enumerate(live)}
-    nodes = [piece.nodes[i] for i in live]
-    return Snapshot(node_op=[n.op for n in nodes], node_attrs=[n.attrs for n in nodes],
-                    node_children=[() for _ in nodes], node_class=list(range(len(nodes))),
-                    class_shape=[n.shape for n in nodes], class_dtype=[n.dtype for n in nodes],
-                    roots=[cls[o] for o in piece.outputs], bindings=cls)
+    return Shared(note, Searched(snap, first.saturation, node_cost, selection), found=True)
 
 
 def glue(pieces: list[_Piece], graph: Graph) -> tuple[Snapshot, list[float], dict[int, int]]:

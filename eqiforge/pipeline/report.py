@@ -26,9 +26,11 @@ class Report:
     #                                                          runner's own list: it adds to it at run time)
     attention_notes: list[str] = field(default_factory=list)  # why a softmax(S) V is not one attention kernel
     validation: str = ""  # what the plan check found and what was returned (empty: not checked)
+    plan_check_intervened: bool = False  # the check found the first plan wrong: mended it or fell back
     runs: str = "the plan"  # what a call runs: the plan, or the original program (and why)
     measured: str = ""  # what the measured choice timed and decided (choice.py; "": no measured choice)
     repeated_blocks: str = ""  # "N repeated blocks of M nodes optimized once", or why not (blocks.py)
+    repeated_blocks_found: bool | None = None  # None: not looked for (share_blocks=False)
     capture_fallback: str = ""  # why torch.export did not capture the program and which path did ("": it did)
     symbolic: str = ""  # a plan for every value of its symbolic dims: the dims, their ranges, the checks
 
@@ -80,7 +82,7 @@ class Report:
             ("constants folded", str(self.folded_constants)),
             ("seconds per stage", ", ".join(f"{k} {v:.2f}" for k, v in self.stage_seconds.items())),
         ]
-        if self.repeated_blocks and not self.repeated_blocks.startswith("no repeated blocks"):
+        if self.repeated_blocks and self.repeated_blocks_found is not False:
             rows.append(("repeated blocks", self.repeated_blocks))
         if self.lowering_notes or self.attention_notes:
             rows.append(("lowering", "; ".join(self.lowering_notes + self.attention_notes)))

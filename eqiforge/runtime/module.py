@@ -52,7 +52,7 @@ class OptimizedModule(torch.nn.Module):
         self._arity = len(input_specs)  # a call of this many positional arguments and no keywords: fast path
         self._signature = tuple((tuple(shape), ops.DTYPES[dtype]) for _, shape, dtype in input_specs)
         self._original = None
-        self.next_plans = None  # api.NextPlans while a measured choice may time them
+        self.next_plans = None  # pipeline/lowering.NextPlans while a measured choice may time them
         self._replan = None  # (args, kwargs, dynamic dims or None) -> OptimizedModule for a new signature; None:
         #                      shapes="static"
         self._original_program = None  # what runs a new signature that gets no plan
@@ -96,7 +96,7 @@ class OptimizedModule(torch.nn.Module):
 
     def generalize(self, runner, source: str, shapes: dict[str, tuple], lower_bounds: dict[str, int]) -> None:
         """Calls at every value of the symbolic dims in ``shapes`` (input name -> shape of SymInts, each symbol
-        at least its lower bound) run ``runner``, the plan lifted to them (api.generalize)."""
+        at least its lower bound) run ``runner``, the plan lifted to them (shapes/generalize.py)."""
         self.input_specs = [(name, tuple(shapes[name]), dtype) for name, _, dtype in self.input_specs]
         self.symbolic = {s: max(2, lower_bounds.get(s, 2)) for s in symbols_of(shapes.values())}
         self._signature = None

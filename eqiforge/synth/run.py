@@ -26,7 +26,7 @@ from .candidates import Candidate, Enumeration, enumerate_candidates
 from .egg import orientable, rule_name, rule_text
 from .terms import DEFAULT_OPS, DEFAULT_VARS, SUPPORTED, parse_vars, symbols_of, variables
 from .values import shape_text, to_graph
-from .verify import Verification, verify
+from .verify import InEgraph, Verification, verify
 
 STEP_SHARE = 6  # a minimization round takes 1/STEP_SHARE of the remaining candidates, STEP_MIN to STEP_MAX
 STEP_MIN, STEP_MAX = 8, 100
@@ -153,18 +153,19 @@ def _directions(c: Candidate, taken: set[str]):
     return [(a, b, rule_name(a, b, taken)) for a, b in ways]
 
 
-def _in_egraph(kept: list[Kept], sizes, scalars) -> dict[str, str]:
+def _in_egraph(kept: list[Kept], sizes, scalars) -> dict[str, InEgraph]:
     """Each candidate's verdict as written: the batch's rules saturated together on a program of all their
     sides; where an e-node then disagrees, each rule again alone on its own sides, to say which."""
     verdicts = _run_rules(kept, sizes, scalars)
     if verdicts is None:
         verdicts = {}
         for k in kept:
-            verdicts.update(_run_rules([k], sizes, scalars) or {k.candidate.text(): "an e-node disagrees"})
+            disagrees = {k.candidate.text(): InEgraph(False, "an e-node disagrees")}
+            verdicts.update(_run_rules([k], sizes, scalars) or disagrees)
     return verdicts
 
 
-def _run_rules(kept: list[Kept], sizes, scalars) -> dict[str, str] | None:
+def _run_rules(kept: list[Kept], sizes, scalars) -> dict[str, InEgraph] | None:
     """{candidate: verdict} of the rules of ``kept`` on their sides' program; None if an e-node disagrees
     and there is more than one candidate to blame."""
     g, memo = Graph(), {}
@@ -174,14 +175,15 @@ def _run_rules(kept: list[Kept], sizes, scalars) -> dict[str, str] | None:
     except EqiforgeError as err:
         if len(kept) > 1:
             return None
-        return {kept[0].candidate.text(): f"does not load: {str(err)[:200]}"}
+        return {kept[0].candidate.text(): InEgraph(False, f"does not load: {str(err)[:200]}")}
     if problems and len(kept) > 1:
         return None
     verdicts = {}
     for k in kept:
         silent = [n for n, _ in k.rules if not matches.get(n)]
-        verdicts[k.candidate.text()] = (problems[0] if problems else
-                                        f"did not fire: {', '.join(silent)}" if silent else "fired, sound")
+        sound = not problems and not silent
+        verdicts[k.candidate.text()] = InEgraph(sound, problems[0] if problems else
+                                                f"did not fire: {', '.join(silent)}" if silent else "fired, sound")
     return verdicts
 
 
@@ -291,7 +293,7 @@ def report_text(out: Synthesis) -> str:
                   f"- values: {v.shapes} shapes, worst relative error {v.error:.1e}; finite only: "
                   f"{'yes' if v.finite_only else 'no'}; float16 error: left {v.half_error[0]:.1e}, right "
                   f"{v.half_error[1]:.1e}",
-                  f"- symbolic: {v.symbolic}", f"- in the e-graph: {v.egraph}",
+                  f"- symbolic: {v.symbolic}", f"- in the e-graph: {v.egraph or ''}",
                   f"- saves {k.saved_s * 1e6:.1f} us on its witness:", "", "```", k.witness, "```", ""]
     if out.rejected:
         lines += ["## Rejected", ""] + [f"- `{c}`: {why}" for c, why in out.rejected] + [""]

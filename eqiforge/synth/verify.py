@@ -33,6 +33,18 @@ SYMPY_OPS = {"MatMul", "Permute", "Reshape", "Expand", "Sum", "Amax", "Amin", "A
              "Concat", "Slice", "Maximum", "Minimum", "Recip", "Cumsum", "Flip", "Diagonal"}
 
 
+@dataclass(frozen=True)
+class InEgraph:
+    """How a candidate's rules behaved as rules in the e-graph: ``sound`` (each fired and no e-node
+    disagreed), and the words the report shows."""
+
+    sound: bool
+    words: str
+
+    def __str__(self) -> str:
+        return self.words
+
+
 @dataclass
 class Verification:
     shapes: int = 0
@@ -40,11 +52,11 @@ class Verification:
     finite_only: bool = False
     half_error: tuple[float, float] = (0.0, 0.0)  # lhs, rhs in float16 against float64
     symbolic: str = ""  # "proved at sizes ...", "undecided: ...", "not tried: ..."
-    egraph: str = ""  # "fired, sound" or what went wrong
+    egraph: InEgraph | None = None  # None: not run as rules yet
 
     @property
     def passed(self) -> bool:
-        return self.error <= TOLERANCE and (not self.egraph or self.egraph.startswith("fired, sound"))
+        return self.error <= TOLERANCE and (self.egraph is None or self.egraph.sound)
 
 
 def _relative(a: torch.Tensor, b: torch.Tensor) -> float:

@@ -18,14 +18,15 @@ import concurrent.futures as cf
 import multiprocessing
 import statistics
 import time
-from dataclasses import replace
 from itertools import combinations as choose
 
 import torch
 
-from .. import api, cost, frontend
+from .. import cost, frontend
 from ..egraph import rulesets
 from ..errors import EqiforgeError
+from ..pipeline.compile import compile_graph, priced_device
+from ..pipeline.options import Options
 from ..pipeline.report import Report, StageTimer
 from .table import AblationTable
 
@@ -72,11 +73,11 @@ def ablate(fn, example_inputs, rules=None, mode: str = "leave-one-out", jobs: in
     _check(mode, jobs, repeats)
     names = None if rules is None else [rs.name for rs in rulesets.select(list(rules))]
     runs = None if names is None else combinations(names, mode)  # bad names or too many sets: fail before work
-    opts = api.Options(**api.normalise_options({"cache": False, **options}))
-    captured = frontend.capture(fn, example_inputs, fold_params=opts.fold_constants)
+    opts = Options.of(**{"cache": False, **options})
+    captured = frontend.capture(fn, example_inputs, fold_params=opts.search.fold_constants)
     # resolved here, once: a worker runs one thread, and this CPU's calibration is per thread count, so
     # workers left to resolve "cpu" priced their rows for another machine than this process's row
-    opts = replace(opts, device=cost.get_device(api.priced_device(opts, captured.graph, bound=captured.param_inputs)))
+    opts = opts.with_(device=cost.get_device(priced_device(opts, captured.graph, bound=captured.param_inputs)))
     done: dict[tuple[str, ...], dict] = {}
     if names is None:  # "all" is whatever optimize picks by default: learn it from that run
         report = optimize_captured(captured, opts).report
@@ -99,10 +100,10 @@ def _check(mode: str, jobs: int, repeats: int) -> None:
             raise EqiforgeError(f"{what} must be a positive integer, got {value!r}")
 
 
-def optimize_captured(captured, opts: api.Options):
+def optimize_captured(captured, opts: Options):
     """The stages after capture, exactly as ``eqiforge.optimize`` runs them."""
-    return api.optimize_graph(captured.graph, captured.input_names, captured.out_spec, opts, StageTimer(),
-                              bound=captured.param_inputs)
+    return compile_graph(captured.graph, captured.input_names, captured.out_spec, opts, StageTimer(),
+                         bound=captured.param_inputs)
 
 
 def row_of(report: Report) -> dict:
@@ -117,7 +118,7 @@ def row_of(report: Report) -> dict:
     }
 
 
-def _run_all(captured, opts: api.Options, runs: list[tuple[str, ...]], done: dict, jobs: int,
+def _run_all(captured, opts: Options, runs: list[tuple[str, ...]], done: dict, jobs: int,
              progress: bool) -> list[dict]:
     """Rows in ``runs`` order (those in ``done`` reused); in this process when ``jobs`` is 1, else in workers."""
     rows = [dict(done[sets]) if sets in done else None for sets in runs]
@@ -143,11 +144,11 @@ def _collect(rows: list, results, progress: bool) -> None:
             bar.update(1)
 
 
-def _row(captured, opts: api.Options, sets: tuple[str, ...]) -> dict:
-    return row_of(optimize_captured(captured, replace(opts, rules=sets)).report)
+def _row(captured, opts: Options, sets: tuple[str, ...]) -> dict:
+    return row_of(optimize_captured(captured, opts.with_(rules=sets)).report)
 
 
-def _start_worker(captured, opts: api.Options) -> None:
+def _start_worker(captured, opts: Options) -> None:
     torch.set_num_threads(1)  # one core per worker; also keeps a forked OpenMP pool out of the way
     _WORKER.update(captured=captured, opts=opts)
 
@@ -156,12 +157,12 @@ def _worker_row(sets: tuple[str, ...]) -> dict:
     return _row(_WORKER["captured"], _WORKER["opts"], sets)
 
 
-def _measure(rows: list[dict], captured, opts: api.Options, runs, example_inputs, repeats: int) -> None:
+def _measure(rows: list[dict], captured, opts: Options, runs, example_inputs, repeats: int) -> None:
     """Fill ``measured_us``: each combination's module rebuilt here and timed alone (median of repeats)."""
     device = "cuda" if torch.cuda.is_available() else "cpu"
     inputs = tuple(t.to(device) for t in example_inputs)
     for row, sets in zip(rows, runs):
-        module = optimize_captured(captured, replace(opts, rules=sets)).to(device)
+        module = optimize_captured(captured, opts.with_(rules=sets)).to(device)
         row["measured_us"] = median_seconds(module, inputs, repeats) * 1e6
 
 

@@ -1,0 +1,145 @@
+"""What a user can set, grouped by the stage that reads it, frozen, validated and resolved once.
+
+``optimize(model, inputs, rules=..., measure=...)`` takes the settings as keywords (``KEYWORDS`` maps each to
+its group and field) or ``options=Options.of(...)``. Each field says what it does in one line; why a default
+is what it is (the measurements behind it) is in docs/decisions.md.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field, fields, replace
+
+from ..egraph import saturate as sat
+from ..errors import EqiforgeError
+from ..runtime import backends
+
+MEASURE_MODES = ("auto", "always", "never")
+SHAPE_POLICIES = ("specialize", "static")
+
+
+@dataclass(frozen=True)
+class Search:
+    """What the e-graph holds and how far it grows."""
+
+    rules: tuple[str, ...] | None = None  # rule-set names; None: every set of the backend's layers
+    limits: sat.Limits = field(default_factory=sat.Limits)  # saturation's iteration, e-node and time limits
+    assume_finite: bool = True  # rules exact only for finite values run (docs/numerics.md)
+    fold_constants: bool = True  # inference: parameter-only sub-expressions are computed once
+    share_blocks: bool = True  # identical repeated blocks (a model's layers) are optimized once (pipeline/blocks.py)
+    kernel_guide: float | None = 1.5  # triton: kernels are formed for e-nodes priced within this factor of their
+    #                                   e-class's best (egraph/guide.py); None: for every e-node
+    check_rules: bool = True  # a custom rules folder's rule files are verified before use (egraph/rulecheck.py)
+
+
+@dataclass(frozen=True)
+class Extraction:
+    """How the plan is priced and chosen from the e-graph."""
+
+    method: str = "auto"  # auto | greedy | ilp (auto: the ILP on e-graphs up to 20k e-nodes)
+    seconds: float = 3.0  # extraction's time limit; past it the better of the ILP's best and greedy's is used
+    cost_model: str = "roofline"  # the cost model's name (cost/lookup.py)
+    device: object = None  # what is priced for: a device table entry, "cpu", a Device; None: see priced_device
+
+
+@dataclass(frozen=True)
+class Measuring:
+    """When a measurement decides what runs (decide/)."""
+
+    mode: str = field(default_factory=lambda: os.environ.get("EQIFORGE_MEASURE", "auto"))  # auto | always | never
+    seconds: float = 2.0  # the time budget of one measured choice
+    min_gain: float = 0.005  # a plan predicted faster by less than this fraction does not replace the program
+    original_if_no_better: bool = True  # torch/inductor: a plan no better than the program leaves it running
+
+
+@dataclass(frozen=True)
+class Shapes:
+    """What calls at other input signatures get."""
+
+    policy: str = "specialize"  # "specialize": a plan of their own (or one for every size); "static": an error
+    dynamic: object = None  # dims symbolic from the first call: True (every dim over 1) or {input: dims}
+
+
+@dataclass(frozen=True)
+class Runtime:
+    """What the plan runs as, and what the pipeline does around it."""
+
+    backend: str = "auto"  # torch | inductor | triton | auto (torch code; on CPU Inductor's compile timed too)
+    validate: bool = True  # the plan runs against the captured program before it is returned
+    cache: bool = True  # saturations, exact extractions and decisions stored on disk are reused
+    progress: bool = False  # a progress bar over saturation
+    auto: bool = False  # set by resolution, not a keyword: the user asked for "auto" and ``backend`` is its entry
+
+    @property
+    def entry(self) -> backends.Backend:
+        return backends.resolve(self.backend)[0]
+
+
+GROUPS = {"search": Search, "extraction": Extraction, "measuring": Measuring, "shapes": Shapes, "runtime": Runtime}
+RENAMED = {"extractor": ("extraction", "method"), "extract_seconds": ("extraction", "seconds"),
+           "measure": ("measuring", "mode"), "measure_seconds": ("measuring", "seconds"),
+           "shapes": ("shapes", "policy")}
+#: keyword -> (group, field): a group's field under its own name unless RENAMED gives the keyword
+KEYWORDS = {**{f.name: (group, f.name) for group, kind in GROUPS.items() for f in fields(kind)
+               if (group, f.name) not in RENAMED.values() and f.name != "auto"}, **RENAMED}
+
+
+@dataclass(frozen=True)
+class Options:
+    """Every setting, by stage. ``Options.of(**keywords)`` builds one; ``with_(**keywords)`` another from it."""
+
+    search: Search = field(default_factory=Search)
+    extraction: Extraction = field(default_factory=Extraction)
+    measuring: Measuring = field(default_factory=Measuring)
+    shapes: Shapes = field(default_factory=Shapes)
+    runtime: Runtime = field(default_factory=Runtime)
+
+    @classmethod
+    def of(cls, **keywords) -> Options:
+        return cls().with_(**keywords)
+
+    def with_(self, **keywords) -> Options:
+        """These options with the settings ``keywords`` names changed, validated."""
+        unknown = sorted(set(keywords) - set(KEYWORDS))
+        if unknown:
+            raise EqiforgeError(f"unknown option(s) {unknown}; known: {sorted(KEYWORDS)}")
+        if keywords.get("rules") is not None:
+            rules = keywords["rules"]
+            keywords["rules"] = (rules,) if isinstance(rules, str) else tuple(rules)
+        changes: dict[str, dict] = {}
+        for name, value in keywords.items():
+            group, attribute = KEYWORDS[name]
+            changes.setdefault(group, {})[attribute] = value
+        options = replace(self, **{g: replace(getattr(self, g), **c) for g, c in changes.items()})
+        options.check()
+        return options
+
+    def keywords(self) -> dict:
+        """The settings as ``optimize()``'s keywords."""
+        return {name: getattr(getattr(self, group), attribute) for name, (group, attribute) in KEYWORDS.items()}
+
+    def resolved(self, auto: str = "torch") -> Options:
+        """The backend "auto" stands for made explicit (``auto``'s entry, ``runtime.auto`` set), once, at the top."""
+        if self.runtime.backend != backends.AUTO:
+            return self
+        return replace(self, runtime=replace(self.runtime, backend=auto, auto=True))
+
+    def running_as(self, backend: str) -> Options:
+        """These options for plans that run as ``backend`` whatever the user chose (a plan for every size
+        runs as torch code)."""
+        return replace(self, runtime=replace(self.runtime, backend=backend, auto=False))
+
+    def check(self) -> None:
+        """An EqiforgeError naming the first setting out of range."""
+        backends.resolve(self.runtime.backend)  # an unknown name is a clear error here
+        if self.shapes.policy not in SHAPE_POLICIES:
+            raise EqiforgeError(f"unknown shapes policy {self.shapes.policy!r}; available: {list(SHAPE_POLICIES)}")
+        if not isinstance(self.search.limits, sat.Limits):
+            raise EqiforgeError("limits must be an eqiforge.Limits(...)")
+        if self.measuring.mode not in MEASURE_MODES:
+            raise EqiforgeError(f"unknown measure mode {self.measuring.mode!r}; available: {list(MEASURE_MODES)}")
+        if not self.measuring.seconds >= 0:
+            raise EqiforgeError("measure_seconds is a time budget in seconds (0: no timing); "
+                                f"got {self.measuring.seconds!r}")
+        if not 0 <= self.measuring.min_gain < 1:
+            raise EqiforgeError(f"min_gain is a fraction in [0, 1) (0.005: a plan must be predicted 0.5% faster); "
+                                f"got {self.measuring.min_gain!r}")
