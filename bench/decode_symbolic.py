@@ -4,7 +4,8 @@ Small Llama (grouped-query attention) and GPT-2 configs, random weights. For eac
 ``--tokens`` greedy steps through the optimized module must equal eager's; every call must run an EqiForge
 plan (``opt.calls``) and at most 3 plans may be built in all (the prompt's, the first step's, and the one
 for every later cache length). Then per-token time, paired: each round decodes ``--tokens`` tokens with
-each candidate (eager, the optimized module, ``torch.compile(dynamic=True)``) in a random order, and the
+each candidate (eager, the optimized module, ``torch.compile(dynamic=True)``) in a random order, an untimed
+decode right before the timed one (``measure.time_round_robin``, the loop EqiForge decides by), and the
 report gives the median over rounds of each candidate's time per token and of its ratio to eager's.
 
     python bench/decode_symbolic.py [--tokens 64] [--rounds 7] [--out bench/results/decode_symbolic.md]
@@ -12,7 +13,6 @@ report gives the median over rounds of each candidate's time per token and of it
 from __future__ import annotations
 
 import argparse
-import random
 import statistics
 import time
 from pathlib import Path
@@ -22,7 +22,7 @@ import transformers
 
 import eqiforge
 from eqiforge.examples import greedy
-from measure import write_results
+from measure import time_round_robin, write_results
 
 VOCAB = 128
 
@@ -51,12 +51,9 @@ def run(name: str, build, tokens: int, rounds: int) -> dict:
         compiled = torch.compile(model, dynamic=True)
         greedy(compiled, prompt, tokens)  # compiled before timing
         candidates = {"eager": model, "eqiforge": opt, "torch.compile(dynamic=True)": compiled}
-        times = {k: [] for k in candidates}
-        for _ in range(rounds):
-            for key in random.sample(list(candidates), len(candidates)):
-                t0 = time.perf_counter()
-                greedy(candidates[key], prompt, tokens)
-                times[key].append((time.perf_counter() - t0) / tokens)
+        decodes = {k: (lambda m=m: greedy(m, prompt, tokens)) for k, m in candidates.items()}
+        seconds = time_round_robin(decodes, [()], rounds, warmup=0)  # the loop EqiForge decides by
+        times = {k: [s / tokens for s in v] for k, v in seconds.items()}
     ratios = {k: statistics.median(t / e for t, e in zip(times[k], times["eager"])) for k in candidates}
     return {"name": name, "equal": torch.equal(got, want), "calls": opt.calls, "plans": 1 + opt.plans.builds,
             "first": first, "per_token": {k: statistics.median(v) for k, v in times.items()}, "ratio": ratios,
@@ -71,7 +68,6 @@ def main() -> None:
     args = parser.parse_args()
     transformers.logging.set_verbosity_error()
     torch.set_num_threads(2)
-    random.seed(0)
     rows = [run(name, build, args.tokens, args.rounds) for name, build in models().items()]
     lines = [f"# Greedy decoding of {args.tokens} tokens through optimize() (CPU, {torch.get_num_threads()} "
              f"threads, {args.rounds} paired rounds, medians)", "",

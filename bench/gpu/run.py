@@ -258,7 +258,7 @@ class Session:
         """The inductor backend's plan: its code bound to its tensors, compiled by Inductor (the dry run: by
         torch.compile's eager backend), checked like the triton plan, its first calls timed as compile_s."""
         inductor = prog.spec.get("inductor", {})
-        if inductor.get("runs") != "the plan":  # the backend runs the program compiled by Inductor
+        if not inductor.get("runs_plan"):  # the backend runs the program compiled by Inductor
             prog.record["skipped"][INDUCTOR_PLAN] = f"runs torch.compile's program: {inductor.get('runs', '?')}"
             if "compile" in prog.record["ms"]:
                 prog.record["ms"][INDUCTOR_PLAN] = prog.record["ms"]["compile"]

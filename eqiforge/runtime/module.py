@@ -104,6 +104,12 @@ class OptimizedModule(torch.nn.Module):
         self.run_plan_as(runner)
 
     @property
+    def runs_plan(self) -> bool:
+        """Whether a call at the example's signature runs an EqiForge plan (else the original program, as
+        ``report.runs`` says)."""
+        return not self._runs_original
+
+    @property
     def calls(self) -> dict[str, int]:
         """Calls so far that ran an EqiForge plan (``"plan"``) and that ran anything else (``"fallback"``: the
         original program), this module's and those of the plans it built for other signatures."""
