@@ -409,3 +409,26 @@ def test_fused_attention_stays_one_call_in_inference_too():
         assert_close(torch.compile(attend, backend="eqiforge")(q, k, v, w), attend(q, k, v, w))
     [report] = dynamo.REPORTS[before:]
     assert report.ops_before.get("Extern") == 1 and "Exp" not in report.ops_before, report.ops_before
+
+
+def bloom_keys(x, w):
+    """Bloom's attention scores: heads split from a fused projection, the keys concatenated to an empty past
+    and viewed as batch * heads (a view of what ATen's cat returns contiguous)."""
+    b, s, _ = x.shape
+    qkv = (x @ w).view(b, s, 4, 3, 16)
+    q, k = qkv[..., 0, :].permute(0, 2, 1, 3), qkv[..., 1, :].permute(0, 2, 1, 3)
+    k = torch.cat([torch.zeros(b, 4, 0, 16), k], -2)
+    return torch.bmm(q.reshape(b * 4, s, 16), k.view(b * 4, -1, 16).transpose(1, 2))
+
+
+def test_the_graph_inductor_compiles_beside_the_plan_takes_views_of_another_layout(tmp_path, monkeypatch):
+    """The fallback re-traces the graph with Inductor's decompositions, whose cat of an empty past keeps the keys'
+    permuted layout: the recorded view must still trace (as a reshape), not send the graph op by op."""
+    monkeypatch.setenv("EQIFORGE_CACHE_DIR", str(tmp_path))
+    x, w = torch.randn(2, 64, 64), torch.randn(64, 192) / 8
+    torch._dynamo.reset()
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message="eqiforge: Inductor failed")
+        compiled = torch.compile(bloom_keys, backend="eqiforge", options={"measure": "always", "measure_seconds": 0.2})
+        assert_close(compiled(x, w), bloom_keys(x, w), rtol=1e-4, atol=1e-4)
+    assert dynamo.REPORTS[-1].measured  # the graph was compiled by Inductor and raced against the plan

@@ -40,8 +40,8 @@ def fallback_compiler(fallback: str, is_backward: bool = False):
     def compile_graph(gm, example_inputs):
         if fallback == "inductor":
             try:  # decomposed again as Inductor expects (it lowers some core-ATen ops only after its own table)
-                decomposed = make_fx(gm, decomposition_table=select_decomp_table(), tracing_mode="symbolic",
-                                     _allow_non_fake_inputs=True)(*example_inputs)
+                decomposed = make_fx(_Reshaping(gm).run, decomposition_table=select_decomp_table(),
+                                     tracing_mode="symbolic", _allow_non_fake_inputs=True)(*example_inputs)
                 # make_fx keeps its ShapeEnv on the graph, and Inductor's cache key pickles the graph whole:
                 # that pickle differs per process, so the key never matched and every process compiled the
                 # graph anew (T5 encoder's first call: 7 s of codegen a warm cache would skip). Inductor
@@ -53,6 +53,19 @@ def fallback_compiler(fallback: str, is_backward: bool = False):
                               f"{FALLBACKS['eager']}", stacklevel=2)
         return make_boxed_func(gm.forward)
     return compile_graph
+
+
+class _Reshaping(torch.fx.Interpreter):
+    """The graph run with its views as reshapes (the same view wherever the strides allow one). A view was
+    recorded for the strides the first decomposition gave; Inductor's table may give others: its ``cat`` of an
+    empty past with a permuted key returns the key's own layout, where ATen's is contiguous, and a Bloom
+    layer's ``view(8, -1, 16)`` of it failed the trace ("Cannot view a tensor with shape [2, 4, 64, 16] and
+    strides (4096, 16, 64, 1)"), so the graph ran op by op where a plain torch.compile compiles it."""
+
+    def call_function(self, target, args, kwargs):
+        if target is torch.ops.aten.view.default:
+            target = torch.ops.aten.reshape.default
+        return super().call_function(target, args, kwargs)
 
 
 
