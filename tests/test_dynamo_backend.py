@@ -432,3 +432,20 @@ def test_the_graph_inductor_compiles_beside_the_plan_takes_views_of_another_layo
         compiled = torch.compile(bloom_keys, backend="eqiforge", options={"measure": "always", "measure_seconds": 0.2})
         assert_close(compiled(x, w), bloom_keys(x, w), rtol=1e-4, atol=1e-4)
     assert dynamo.REPORTS[-1].measured  # the graph was compiled by Inductor and raced against the plan
+
+
+def test_a_call_in_another_memory_layout_runs(tmp_path, monkeypatch):
+    """The same values in column-major order: Dynamo compiles the graph again with its strides symbolic, which
+    the plan's example inputs and the outputs' layouts take at the values it traced with."""
+    monkeypatch.setenv("EQIFORGE_CACHE_DIR", str(tmp_path))
+    w = torch.randn(16, 16)
+
+    def project(x):
+        return torch.relu(x @ w) * 2.0, x.sum(0)
+    torch._dynamo.reset()
+    compiled = torch.compile(project, backend="eqiforge", options={"measure": "never"})
+    x = torch.randn(8, 16)
+    for call in (x, x.t().contiguous().t(), x[:, :16].clone()):
+        for got, want in zip(compiled(call), project(call)):
+            assert_close(got, want, rtol=1e-5, atol=1e-5)
+

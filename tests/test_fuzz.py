@@ -208,3 +208,24 @@ def test_a_hanging_job_is_killed_within_its_timeout_with_its_children(tmp_path):
     while (_alive(worker) or _alive(child)) and time.time() < deadline:
         time.sleep(0.1)
     assert not _alive(worker) and not _alive(child)
+
+
+def dead_branch_program(x0, x1, x2):
+    """Fuzz program 22 of seed 7: x2 feeds only a value no output reads, and the product's rows are fixed by
+    a reshape."""
+    v0 = torch.einsum("...ij,jk->...ik", x0, x1)
+    ((v0[:, None, :] - x2[None, :, :]) ** 2).sum(-1)
+    return v0.reshape(1, 2, 3), v0
+
+
+def test_a_dynamic_dim_read_by_no_output_under_the_backend_in_another_layout():
+    """The job the layout cases first found crashing: the other layout's call made Dynamo compile again, the
+    sizes of x2 then made its dim dynamic, and the plan for every size had no symbolic dim of its own to
+    check a call against (AttributeError from the module's input check)."""
+    def make_inputs(seed):
+        gen = torch.Generator().manual_seed(seed)
+        return tuple(torch.randn(*shape, generator=gen).to(torch.float16) for shape in ((2, 3), (3, 3), (5, 3)))
+    outcome = runner.check(lambda: dead_branch_program, make_inputs, "compile_symbolic",
+                           runner.job_options("compile_symbolic", 0), "float16")
+    assert outcome.status == "ok", str(outcome)
+    assert outcome.sizes["plan calls"] + outcome.sizes["other calls"] == len(outcome.sizes["sizes"])

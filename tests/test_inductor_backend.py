@@ -33,6 +33,31 @@ def test_the_plan_is_compiled_by_inductor_and_keeps_its_algebraic_win():
     torch.testing.assert_close(opt(a, b, v), chain(a, b, v), rtol=1e-4, atol=1e-3)
 
 
+def product_chain(weights):
+    def chain(x):
+        for w in weights:
+            x = x @ w
+        return x
+    return chain
+
+
+@pytest.mark.parametrize("example_layout", ["column-major", "contiguous"])
+def test_a_plan_compiled_for_one_input_layout_runs_any_other(example_layout):
+    """Inductor's code asserts the input strides it was compiled for, and the module's input check lets any
+    layout through: the optimized module must run a call whatever its layout (a column-major example, what
+    torch.linalg.qr returns, then a contiguous call failed inside Inductor's code)."""
+    gen = torch.Generator().manual_seed(0)
+    chain = product_chain([torch.randn(8, 8, generator=gen) / 3 for _ in range(20)])
+    q, _ = torch.linalg.qr(torch.randn(8, 8, generator=gen))
+    example = q if example_layout == "column-major" else q.contiguous()
+    with torch.no_grad():
+        opt = eqiforge.optimize(chain, (example,), backend="inductor", measure="never")
+        assert isinstance(opt.runner, InductorPlan) and opt.runner.graph is not None  # compiled by Inductor
+        base, row = torch.randn(8, 16, generator=gen), torch.randn(1, 8, generator=gen)
+        for x in (base[:, :8].contiguous(), base[:, :8].t(), base[:, ::2], row.expand(8, 8)):
+            torch.testing.assert_close(opt(x), chain(x), rtol=1e-4, atol=1e-5)
+
+
 def test_a_program_without_a_win_runs_compiled_by_inductor_as_written():
     def gelu2(x):
         return torch.nn.functional.gelu(x) * 2.0

@@ -44,7 +44,7 @@ from .programs import Program
 
 #: configurations of programs drawn with the torch profile
 CONFIGS = ("default", "rules", "limits", "greedy", "ilp", "nofold", "compile", "nonfinite", "symbolic", "dynamic",
-           "compile_symbolic")
+           "compile_symbolic", "inductor")
 #: configurations whose jobs also call the optimized program at other sizes (``sizes.variants``): optimize()
 #: making a dim symbolic at its second size, optimize(dynamic=True), the backend on Dynamo's dynamic graphs
 SIZED = ("symbolic", "dynamic", "compile_symbolic")
@@ -91,6 +91,7 @@ def job_options(config: str, seed: int) -> dict:
         "rules": {"rules": some(algebra)},
         "limits": {"limits": eqiforge.Limits(iterations=2, enodes=2000, seconds=1.0)},
         "greedy": {"extractor": "greedy"}, "ilp": {"extractor": "ilp"}, "nofold": {"fold_constants": False},
+        "inductor": {"backend": "inductor"},
         "triton": {"backend": "triton"},
         "triton_rules": {"backend": "triton", "rules": some(algebra) + some(kernel)},
     }[config]
@@ -257,8 +258,9 @@ def _optimized(make_program, example, config: str, options: dict):
 
 
 def check(make_program, make_inputs, config: str, options: dict, dtype: str) -> Outcome:
-    """Optimize the program under ``config`` and judge it on fresh inputs (what a job and a reproducer run);
-    a SIZED configuration then judges it at other sizes too (``sizes.variants``), in one call each."""
+    """Optimize the program under ``config`` and judge it on fresh inputs, then on the same values in the other
+    memory layout (``other_layout``: the layout the plan was built for is no promise); a SIZED configuration
+    then judges it at other sizes too (``sizes.variants``), in one call each. What a job and a reproducer run."""
     nonfinite = config == "nonfinite"
     example, fresh = make_inputs(0), make_inputs(1)
     if nonfinite:
@@ -269,12 +271,12 @@ def check(make_program, make_inputs, config: str, options: dict, dtype: str) -> 
     except Exception as err:  # noqa: BLE001
         return Outcome("invalid", f"the program fails in eager: {type(err).__name__}: {err}")
     old, resized = sizes.variants(make_program, make_inputs) if config in SIZED else (None, [])
-    cases = [fresh] + [inputs for _, inputs in resized]
+    cases = [fresh, other_layout(fresh)] + [inputs for _, inputs in resized]
     try:
         optimized, reports = _optimized(make_program, example, config, options)
-        got = [_call(optimized, fresh, config)]
+        got = [_call(optimized, inputs, config) for inputs in cases[:2]]
         before = _ran(optimized, config) if config in SIZED else None  # what the calls at other sizes ran
-        got += [_call(optimized, inputs, config) for inputs in cases[1:]]
+        got += [_call(optimized, inputs, config) for inputs in cases[2:]]
     except KeyboardInterrupt:
         raise
     except EqiforgeError as err:
@@ -297,6 +299,16 @@ def check(make_program, make_inputs, config: str, options: dict, dtype: str) -> 
     outcome.interventions = [r.plan_check_intervened for r in reports]
     outcome.rules = sorted({rule for r in reports for rule, n in r.matches_per_rule().items() if n})
     return outcome
+
+
+def other_layout(inputs: tuple) -> tuple:
+    """``inputs`` with every tensor of two or more dims (both last ones above 1) in the other memory order of its
+    last two dims: the same values, strides a plan compiled for the example's layout does not have."""
+    def relaid(x):
+        if not isinstance(x, torch.Tensor) or x.dim() < 2 or min(x.shape[-2:]) < 2:
+            return x
+        return x.transpose(-1, -2).contiguous().transpose(-1, -2)
+    return tuple(relaid(x) for x in inputs)
 
 
 def _call(optimized, inputs, config: str):

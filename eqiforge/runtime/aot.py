@@ -68,16 +68,17 @@ class _Reshaping(torch.fx.Interpreter):
         return super().call_function(target, args, kwargs)
 
 
-
 def output_strides(gm) -> list:
     """The strides of the graph's tensor outputs as AOTAutograd traced them (None where unknown). The
     backward, compiled for the forward's saved tensors as traced, asserts them, and AOTAutograd rebuilds
     aliased outputs from them: a plan returning a transposed view where the traced forward returned a
     contiguous tensor (a decoder's cache keys and values) must give it that layout. An inductor plan's
-    compiled graph writes them so itself; other plans' outputs are copied after the call."""
+    compiled graph writes them so itself; other plans' outputs are copied after the call. Strides Dynamo made
+    symbolic (an input called in another layout) are unknown: those outputs come as the plan makes them."""
     (outputs,) = next(n for n in gm.graph.nodes if n.op == "output").args
     vals = [o.meta.get("val") if isinstance(o, torch.fx.Node) else None for o in outputs]
-    return [tuple(v.stride()) if isinstance(v, torch.Tensor) else None for v in vals]
+    return [tuple(v.stride()) if isinstance(v, torch.Tensor) and not any(isinstance(s, torch.SymInt) for s in
+                                                                         v.stride()) else None for v in vals]
 
 
 
@@ -173,17 +174,24 @@ def at_hint(example):
     return concrete(example)
 
 
+def _hinted(values) -> list[int]:
+    """``values`` (sizes or strides) with each symbolic one at the value Dynamo traced it with."""
+    return [optimization_hint(v) if isinstance(v, torch.SymInt) else v for v in values]
+
+
 def concrete(example, entry=None):
     """A real value for a graph input: ``example`` (Dynamo's) at the sizes of its signature ``entry``
     (None: the example's own, static ones, and its strides: Inductor compiles for the strides it is shown
     and asserts them at every call, and an input after a graph break may be a transposed view). Tensors
     are normal floats or zero integers (valid indices whatever they index), for the trace and the plan
-    check; sizes stay as they are."""
+    check; sizes stay as they are. Sizes and strides Dynamo made symbolic take the values it traced with (a
+    call in another layout makes the strides of a graph symbolic, not its sizes)."""
     if not isinstance(example, torch.Tensor):
         return example if entry is None else entry
     with unset_fake_temporarily():
         if entry is None:
-            value = torch.empty_strided(example.shape, example.stride(), dtype=example.dtype, device=example.device)
+            value = torch.empty_strided(_hinted(example.shape), _hinted(example.stride()), dtype=example.dtype,
+                                        device=example.device)
         else:
             value = torch.empty(entry[0], dtype=entry[1], device=example.device)
         return value.normal_() if value.dtype.is_floating_point else value.zero_()

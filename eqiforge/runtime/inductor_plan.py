@@ -32,10 +32,15 @@ from .torch_plan import TorchPlan
 def inductor_compiled(fn, example_inputs: list, output_strides: list | None = None):
     """``fn`` (tensors in, a tuple of tensors out) traced at ``example_inputs`` to an ATen graph with
     Inductor's decompositions and compiled by Inductor; returns ``run(*tensors) -> tuple`` and the graph.
+    The graph is compiled for the examples' layouts (a dense copy's where one overlaps itself, an expanded
+    tensor) and ``run`` copies an input of another layout into its compiled one (a column-major example, what
+    ``torch.linalg.qr`` returns, then a contiguous call: Inductor's stride assertion failed the call).
     ``output_strides`` (None entries: any) are the layouts the outputs must have: a copy into that layout is
     part of the graph, so Inductor writes the output there in the kernel that computes it."""
     if output_strides is not None:
         fn = _laying_out(fn, output_strides)
+    example_inputs = [t if _dense(t) else t.contiguous() for t in example_inputs]
+    strides = [t.stride() for t in example_inputs]
     with unset_fake_temporarily():
         fake_mode = FakeTensorMode(shape_env=ShapeEnv(), allow_non_fake_inputs=True)
         with torch._guards.tracing(torch._guards.TracingContext(fake_mode)):
@@ -45,9 +50,19 @@ def inductor_compiled(fn, example_inputs: list, output_strides: list | None = No
             _freeze_constants(graph)
             compiled = compile_fx_inner(graph, fakes)
 
-    def run(*tensors):
-        return tuple(compiled(list(tensors)))
+    def run(*tensors):  # Inductor's code asserts the strides it was compiled for: another layout is copied into them
+        return tuple(compiled([laid_out(t, s) for t, s in zip(tensors, strides)]))
     return run, graph
+
+
+def _dense(t: torch.Tensor) -> bool:
+    """Whether ``t``'s elements fill its memory once each, in some order of its dims (a copy can take its layout)."""
+    expected = 1
+    for stride, size in sorted((s, n) for s, n in zip(t.stride(), t.shape) if n != 1):
+        if stride != expected:
+            return False
+        expected *= size
+    return True
 
 
 def laid_out(t: torch.Tensor, stride: tuple) -> torch.Tensor:

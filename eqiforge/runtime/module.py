@@ -296,9 +296,9 @@ class OptimizedModule(torch.nn.Module):
         dispatch = ["    if kwargs or len(args) != " + str(len(names)) + ":", "        return structured(args, kwargs)",
                     *unpack, *body] if self._arity == len(names) else ["    return structured(args, kwargs)"]
         source = "\n".join([f"def entry({args}):", *body, "", "def dispatch(*args, **kwargs):", *dispatch, ""])
-        if self.symbolic:
-            checks = ["def accepts(" + args + "):", f"    if not ({' and '.join(first)}):", "        return False",
-                      *bind, f"    return {' and '.join(sized)}", ""]
+        if self._signature is None:  # a plan for every size (whose symbolic dims may all be unread: none here)
+            checks = ["def accepts(" + args + "):", f"    if not ({' and '.join(first) or 'True'}):",
+                      "        return False", *bind, f"    return {' and '.join(sized) or 'True'}", ""]
             self._accepts = compile_function("\n".join(checks), "accepts", dict(namespace))
         return compile_function(source, "entry", namespace), namespace["dispatch"]
 
