@@ -282,3 +282,19 @@ def test_where_the_best_plan_depends_on_the_size_each_range_gets_its_own():
         xs = torch.randn(rows, 64)
         assert torch.equal(runner(xs, w1, w2)[0], plan(xs, w1, w2)[0])
         assert torch.equal(copied(xs, w1, w2)[0], plan(xs, w1, w2)[0])
+
+
+def test_a_strided_window_that_holds_only_above_some_size_is_checked_at_the_smallest():
+    """``x[14:15:2]`` at 16 rows is a window of two rows from 14 (frontend/aten.py's strided slice), which torch's
+    trace allows from 15 rows: the plan lifted from 16 must be checked at 15 and refused there, so a call at
+    15 rows runs a plan of its own instead of failing (found by the fuzzer, seed 996155)."""
+    w = torch.randn(5, 1)
+
+    def program(x):
+        return (x @ w)[14:15:2] * 2.0
+    x = torch.randn(16, 5)
+    with pytest.warns(UserWarning, match="fails at s"):
+        opt = eqiforge.optimize(program, (x,), dynamic=True, measure="never")
+    for rows in (17, 15, 33):
+        y = torch.randn(rows, 5)
+        torch.testing.assert_close(opt(y), program(y))

@@ -145,11 +145,14 @@ class SymbolicProgram:
         return self.convert(SizeEnv(values), Lifter(self.sizes.expressions, values) if symbolic else None)
 
     def check_values(self) -> list[dict[str, int]]:
-        """Values of the symbols a lifted plan is checked at besides the hints: the traced call's, and
-        another distinctive assignment, within the ranges."""
+        """Values of the symbols a lifted plan is checked at besides the hints: the traced call's, another
+        distinctive assignment above the hints, and the smallest the ranges allow (a window whose
+        constants hold only above some size: ``x[14:15:2]`` read two elements from 14 at 16 rows, and a
+        plan lifted from there failed at 15), within the ranges."""
         other = choose_hints(self.sizes.symbols, self.sizes.expressions, self.sizes.static,
                              {s: 2 * h for s, h in self.hints.items()}, avoid=[self.hints])
-        within = [v for v in (self.sizes.observed, other)
+        small = {s: self.ranges.get(s, (2, None))[0] for s in self.hints}  # checked, not lifted: any value will do
+        within = [v for v in (self.sizes.observed, other, small)
                   if all(lo <= v[s] and (hi is None or v[s] <= hi) for s, (lo, hi) in self.ranges.items())]
         return [v for k, v in enumerate(within) if v != self.hints and v not in within[:k]]
 
