@@ -13,15 +13,14 @@ from __future__ import annotations
 import ctypes
 import itertools
 import math
-import os
 import sys
-import time
 from pathlib import Path
 from typing import Callable
 
 import torch
 import torch.utils._pytree as pytree
 
+from eqiforge.decide.load import OtherLoad  # noqa: F401 - the benchmarks' load probe
 from eqiforge.decide.timing import time_candidates
 
 TOLERANCE = 1e-4  # largest relative error accepted for fp32 (rewrites change rounding, not results)
@@ -90,27 +89,6 @@ def time_round_robin(variants: dict[str, Callable], input_sets: list[tuple], rep
     return timings.seconds
 
 
-class OtherLoad:
-    """Cores kept busy by other processes while the block ran: machine busy time minus our own CPU time.
-
-    On a shared machine another process's work stalls our threads and inflates timings; this number says
-    how far to trust a row. None where /proc/stat is missing (not Linux).
-    """
-
-    cores: float | None = None
-
-    def __enter__(self):
-        self._start = (_machine_busy_seconds(), _own_cpu_seconds(), time.perf_counter())
-        return self
-
-    def __exit__(self, *exc):
-        busy, own, wall = _machine_busy_seconds(), _own_cpu_seconds(), time.perf_counter()
-        if busy is not None and self._start[0] is not None:
-            others = (busy - self._start[0]) - (own - self._start[1])
-            self.cores = max(0.0, others / (wall - self._start[2]))
-        return False
-
-
 def write_results(out: Path, lines: list[str]) -> None:
     """Write a benchmark's result page (``lines``, then the command that ran it) to ``out``, and print it."""
     command = " ".join(["python", f"bench/{Path(sys.argv[0]).name}", *sys.argv[1:]])
@@ -118,19 +96,3 @@ def write_results(out: Path, lines: list[str]) -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(text)
     print(text)
-
-
-def _machine_busy_seconds() -> float | None:
-    """Non-idle CPU seconds of the whole machine since boot (all cores)."""
-    try:
-        with open("/proc/stat") as f:
-            ticks = [int(v) for v in f.readline().split()[1:]]
-    except OSError:
-        return None
-    idle = ticks[3] + ticks[4]  # idle + iowait
-    return (sum(ticks[:8]) - idle) / os.sysconf("SC_CLK_TCK")  # user..steal; guest time is inside user
-
-
-def _own_cpu_seconds() -> float:
-    t = os.times()
-    return t.user + t.system + t.children_user + t.children_system

@@ -3,15 +3,18 @@ on a clock the test controls (costs and noise known), the decision rule, and opt
 a plan made slower on purpose is not chosen, a decision is read back from the cache, records are written as
 documented."""
 import json
+import os
 import random
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 import torch
 
 import eqiforge
-from eqiforge.decide import choice, timing
+from eqiforge.decide import choice, load, timing
 from eqiforge.runtime import backends
 from eqiforge.decide import program
 from eqiforge.runtime.torch_plan import TorchPlan
@@ -502,3 +505,61 @@ def test_a_next_best_plan_measured_faster_becomes_the_plan(monkeypatch):
     assert opt.report.predicted_after == opt.plan.predicted_seconds
     assert opt.extraction.selection.method == "ilp (next best)"
     torch.testing.assert_close(opt(*inputs), fn(*inputs))
+
+
+# ------------------------------------------------------------------------------------------ a busy machine
+
+def loaded(cores: float):
+    """decide/load.OtherLoad reporting ``cores`` of other processes' work, whatever this machine's load."""
+    class Reported(load.OtherLoad):
+        def __exit__(self, *exc):
+            self.cores = cores
+            return False
+    return Reported
+
+
+def test_a_decision_taken_on_a_busy_machine_is_provisional_and_the_quiet_one_replaces_it(monkeypatch, tmp_path):
+    """Under load the plan's calls were stalled and the program won: that decision is not cached, the next one,
+    on a quiet machine, measures again and the plan wins, and that one is cached (the synthetic clock)."""
+    monkeypatch.setenv("EQIFORGE_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(load, "DISTURBING_CORES", 0.25)
+    spare = max(0, (os.cpu_count() or 1) - torch.get_num_threads())
+    machine = FakeMachine({"program": 1e-3, "plan": 1.6e-3}, noise=0.05)  # the plan stalled by the load
+    real = timing.time_candidates
+    monkeypatch.setattr(timing, "time_candidates", lambda c, b, **kw: real(c, b, clock=machine.clock, **kw))
+    candidates = [choice.Candidate("program", machine.candidate("program"), 1e-3, "program"),
+                  choice.Candidate("plan", machine.candidate("plan"), 0.7e-3, "plan")]
+
+    def decide():
+        return choice.choose(candidates, "always", 1.0, 0.005, key="a busy machine")
+    monkeypatch.setattr(load, "OtherLoad", loaded(spare + 1.0))
+    busy = decide()
+    assert busy.winner == "program" and busy.provisional and "provisional" in busy.describe()
+    machine.costs["plan"] = 0.7e-3  # the load ends
+    monkeypatch.setattr(load, "OtherLoad", loaded(0.0))
+    calls = dict(machine.calls)
+    quiet = decide()
+    assert machine.calls["plan"] > calls["plan"] and not quiet.from_cache  # measured again, not read back
+    assert quiet.winner == "plan" and not quiet.provisional and "provisional" not in quiet.describe()
+    assert decide().from_cache and decide().winner == "plan"
+
+
+def test_other_processes_using_the_cores_make_a_measured_decision_provisional(monkeypatch, tmp_path):
+    """Real load: busy processes beside a measured choice (one more than the cores PyTorch's threads leave
+    free, and the rest of this machine's cores) are seen, and the decision says so."""
+    monkeypatch.setenv("EQIFORGE_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(load, "DISTURBING_CORES", 0.25)
+    def spin():  # 10 ms of this process's CPU a call: the rounds last long enough for /proc/stat's ticks
+        started = time.perf_counter()
+        while time.perf_counter() - started < 0.01:
+            pass
+    candidates = [choice.Candidate("program", spin, None, "spin"), choice.Candidate("plan", spin, None, "spin too")]
+    spinners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range((os.cpu_count() or 1) + 1)]
+    try:
+        time.sleep(0.2)
+        decision = choice.choose(candidates, "always", 0.5, 0.005, key="real load")
+    finally:
+        for p in spinners:
+            p.kill()
+            p.wait()
+    assert decision.provisional and decision.other_cores > 1.0, decision.describe()

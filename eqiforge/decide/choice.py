@@ -6,6 +6,8 @@ example inputs (``timing.py``) and a candidate replaces a simpler one only when 
 measured spread: in at least three rounds of four, and by ``min_gain`` at the median. Otherwise the simpler
 one runs, the program itself first of all. Decisions are cached on disk (the ``measure`` folder of EqiForge's
 cache), keyed by the program, the candidates and this machine, so a second process does not time again;
+a decision timed while other processes used the cores PyTorch's threads need (``load.py``) is provisional:
+used by this process, not cached, measured again by the next one;
 every measurement is also appended to ``records.jsonl`` there (predicted and measured seconds per candidate),
 the data a cost model learns plan-level ranking from.
 """
@@ -24,7 +26,7 @@ from dataclasses import asdict, dataclass, field
 import torch
 import torch.utils._pytree as pytree
 
-from . import timing
+from . import load, timing
 from ..paths import cache_dir, read_entry, write_entry
 
 VERSION = 2  # of the decisions and records (2: calls take copies of the inputs in turn): a change measures again
@@ -73,6 +75,8 @@ class Decision:
     rounds: int = 0
     failed: dict[str, str] = field(default_factory=dict)
     from_cache: bool = False
+    other_cores: float | None = None  # other processes' cores while timing (load.py); None: not measured
+    provisional: bool = False  # timed on a busy machine: not cached, measured again by the next process
 
     def __post_init__(self):
         self.reason = Reason(self.reason)  # read back from the cache as its value
@@ -91,7 +95,9 @@ class Decision:
                  for i, (name, s) in enumerate(self.medians.items())]
         parts += [f"{name} failed ({why})" for name, why in self.failed.items()]
         cached = ", read from EqiForge's cache" if self.from_cache else ""
-        return f"{', '.join(parts)} (medians of {self.rounds} rounds{cached}); runs: {self.winner}"
+        busy = (f"; provisional: other processes kept {self.other_cores:.1f} cores busy while timing, so the next "
+                f"process measures again" if self.provisional else "")
+        return f"{', '.join(parts)} (medians of {self.rounds} rounds{cached}); runs: {self.winner}{busy}"
 
 
 def ms(seconds: float) -> str:
@@ -113,9 +119,10 @@ def choose(candidates: list[Candidate], mode: str, budget_s: float, min_gain: fl
     if stored is not None:
         return stored
     failed = _prepared(candidates)
-    timings = timing.time_candidates({c.name: c.call for c in candidates if c.name not in failed}, budget_s,
-                                     settled=lambda t: settled(t, min_gain), beaten=lambda t: beaten(t, min_gain),
-                                     **_device_hooks(device))
+    with load.OtherLoad() as busy:
+        timings = timing.time_candidates({c.name: c.call for c in candidates if c.name not in failed}, budget_s,
+                                         settled=lambda t: settled(t, min_gain),
+                                         beaten=lambda t: beaten(t, min_gain), **_device_hooks(device))
     timings.failed = {**failed, **timings.failed}
     if timings.rounds < timing.MIN_ROUNDS:
         why = timings.note or "the candidates failed"
@@ -125,8 +132,9 @@ def choose(candidates: list[Candidate], mode: str, budget_s: float, min_gain: fl
     order = [c.name for c in candidates if c.name in timings.seconds]
     winner, why = decide(timings, order, min_gain)
     decision = Decision(winner, Reason.NOT_FASTER if winner == order[0] else Reason.FASTER, why,
-                        {n: timings.median(n) for n in timings.seconds}, timings.rounds, timings.failed)
-    if entry:
+                        {n: timings.median(n) for n in timings.seconds}, timings.rounds, timings.failed,
+                        other_cores=busy.cores, provisional=busy.disturbing)
+    if entry and not decision.provisional:
         write_entry("measure", f"{entry}.json", json.dumps(asdict(decision)).encode())
     _record(candidates, decision, key, device)
     return decision
