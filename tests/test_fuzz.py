@@ -229,3 +229,21 @@ def test_a_dynamic_dim_read_by_no_output_under_the_backend_in_another_layout():
                            runner.job_options("compile_symbolic", 0), "float16")
     assert outcome.status == "ok", str(outcome)
     assert outcome.sizes["plan calls"] + outcome.sizes["other calls"] == len(outcome.sizes["sizes"])
+
+
+def narrowed_scores(x0, x1, x2, x3, x4):
+    """Fuzz program 996103: attention scores flattened and narrowed at constants (dims of size 3 change)."""
+    v0 = (x0 - x1 * 0.5).sum(-3)
+    v3 = (v0.masked_fill(x2 >= -0.25, -1.0) * 0.0833) @ x3.transpose(-2, -1) * 0.5774
+    return v3.reshape(96).narrow(-1, 42, 34)
+
+
+def test_a_program_that_does_not_convert_at_the_smallest_size_gets_a_plan_for_its_own():
+    """Checked at the smallest size the trace allows (a plan for every size must hold there), the program does
+    not convert (an empty slice): that is no plan for every size, not a refusal of the program."""
+    def make_inputs(seed):
+        gen = torch.Generator().manual_seed(seed)
+        return tuple(torch.randn(*shape, generator=gen) for shape in ((3, 3, 3), (3, 3, 3), (3, 1), (32, 3), (32, 2)))
+    outcome = runner.check(lambda: narrowed_scores, make_inputs, "dynamic", runner.job_options("dynamic", 0),
+                           "float32")
+    assert outcome.status == "ok", str(outcome)

@@ -113,10 +113,6 @@ class Options:
         options.check()
         return options
 
-    def keywords(self) -> dict:
-        """The settings as ``optimize()``'s keywords."""
-        return {name: getattr(getattr(self, group), attribute) for name, (group, attribute) in KEYWORDS.items()}
-
     def resolved(self, auto: str = "torch") -> Options:
         """The backend "auto" stands for made explicit (``auto``'s entry, ``runtime.auto`` set), once, at the top."""
         if self.runtime.backend != backends.AUTO:

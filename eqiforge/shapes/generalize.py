@@ -86,11 +86,16 @@ class SizeCheck:
 
 
 def _checked(runner, captured, values: dict[str, int], opts: Options) -> SizeCheck:
-    """``runner`` against the program converted at ``values``."""
-    graph = captured.symbolic.graph_at(values)
+    """``runner`` against the program converted at ``values`` (a program that does not convert there, a slice
+    empty at the smallest size, fails the check: no plan for every size)."""
+    where = ", ".join(f"{s}={v}" for s, v in values.items())
+    try:
+        graph = captured.symbolic.graph_at(values)
+    except EqiforgeError as err:
+        return SizeCheck(where, f"the program does not convert there ({err})")
     verdict = validate.PlanCheck(graph, captured.input_names, examples_at(captured, values), captured.param_inputs,
                                  opts.search.assume_finite)(runner)
-    return SizeCheck(", ".join(f"{s}={v}" for s, v in values.items()), "" if verdict.ok else verdict.describe())
+    return SizeCheck(where, "" if verdict.ok else verdict.describe())
 
 
 def _bucket(optimized, captured, values: dict[str, int], opts: Options, title: str):
