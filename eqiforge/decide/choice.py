@@ -2,9 +2,10 @@
 
 The cost model ranks the candidates (the program as written, EqiForge's plan, ...); where the predicted best
 is not clearly ahead (``DECISIVE``), or when asked (``measure="always"``), the candidates are timed on the
-example inputs (``timing.py``) and a candidate replaces a simpler one only when it is faster beyond the
-measured spread: in at least three rounds of four, and by ``min_gain`` at the median. Otherwise the simpler
-one runs, the program itself first of all. Decisions are cached on disk (the ``measure`` folder of EqiForge's
+example inputs (``timing.py``) and a candidate replaces a simpler one only when it is faster by more than
+``min_gain`` beyond doubt (``evidence.py``: a signed-rank confidence bound on the rounds' ratios, whose
+error rates on this machine's noise docs/decisions.md states). Otherwise the simpler one runs, the program
+itself first of all. Decisions are cached on disk (the ``measure`` folder of EqiForge's
 cache), keyed by the program, the candidates and this machine, so a second process does not time again;
 a decision timed while other processes used the cores PyTorch's threads need (``load.py``) is provisional:
 used by this process, not cached, measured again by the next one;
@@ -17,7 +18,6 @@ import enum
 import hashlib
 import itertools
 import json
-import math
 import platform
 import time
 from collections.abc import Callable
@@ -26,14 +26,12 @@ from dataclasses import asdict, dataclass, field
 import torch
 import torch.utils._pytree as pytree
 
-from . import load, timing
+from . import evidence, load, timing
 from ..paths import cache_dir, read_entry, write_entry
 
-VERSION = 2  # of the decisions and records (2: calls take copies of the inputs in turn): a change measures again
+VERSION = 3  # of the decisions and records (2: calls take copies of the inputs in turn; 3: the signed-rank rule)
 DECISIVE = 2.0  # "auto": a candidate predicted this many times faster than every other one runs untimed
-FASTER_IN = 0.75  # a candidate beats another when faster in at least this share of rounds ...
-#                   ... and by the caller's min_gain at the median
-ALIKE = 0.03  # timing stops once the winner so far is at most this much slower than any other (95% confidence)
+ALIKE = 0.03  # timing stops once the winner so far is at most this much slower than any other, beyond doubt
 RECORDS = "records.jsonl"
 INPUT_SETS = 4  # copies of the example inputs a candidate's calls take in turn ...
 SETS_BYTES = 256 * 2**20  # ... as long as they fit in this many bytes together (else one: the example's)
@@ -59,8 +57,8 @@ class Reason(str, enum.Enum):
     NO_BUDGET = "a budget of 0 s"
     PREDICTED = "the prediction is decisive"
     TOO_FEW_ROUNDS = "too few rounds to decide"
-    FASTER = "measured faster beyond the spread"
-    NOT_FASTER = "no candidate was faster beyond the measured spread"
+    FASTER = "measured faster beyond doubt"
+    NOT_FASTER = "no candidate was faster beyond doubt"
 
 
 @dataclass
@@ -108,7 +106,7 @@ def choose(candidates: list[Candidate], mode: str, budget_s: float, min_gain: fl
            key: str = "", device: str = "cpu") -> Decision:
     """The candidate that runs (``mode`` "auto" or "always"; "never" is the caller's predicted choice).
     ``candidates`` come simplest first (the program as written leads): a later one replaces an earlier one
-    only when measured faster beyond the spread. Unmeasured ("auto" with a decisive prediction, a budget of 0,
+    only when measured faster beyond doubt. Unmeasured ("auto" with a decisive prediction, a budget of 0,
     too few rounds in the budget) the predicted best runs."""
     decided = untimed([(c.name, c.predicted_s) for c in candidates], mode, budget_s)
     if decided is not None:
@@ -206,72 +204,35 @@ def untimed(prices: list[tuple[str, float | None]], mode: str, budget_s: float) 
 
 def decide(timings: timing.Timings, order: list[str], min_gain: float) -> tuple[str, str]:
     """(the winner, why): walking ``order`` (simplest first), a candidate takes over from the current winner
-    when faster than it in at least FASTER_IN of the rounds and by ``min_gain`` at the median."""
-    winner, why = order[0], "no candidate was faster beyond the measured spread"
+    when faster than it by more than ``min_gain`` beyond doubt (``evidence``: the rounds' signed-rank
+    confidence bound)."""
+    winner, why = order[0], "no candidate was faster beyond doubt"
     for name in order[1:]:
-        ratios = timings.ratios(name, winner)
-        if timing.quantile(ratios, FASTER_IN) < 1.0 and timing.quantile(ratios, 0.5) * (1 + min_gain) < 1.0:
-            winner, why = name, (f"faster than {winner} in {sum(r < 1 for r in ratios)} of {len(ratios)} rounds, "
-                                 f"{1 / timing.quantile(ratios, 0.5):.2f}x at the median")
+        found = evidence.compare(timings.ratios(name, winner))
+        if found.faster_by(min_gain):
+            winner, why = name, (f"faster than {winner} beyond doubt over {found.rounds} rounds: "
+                                 f"{1 / found.estimate:.2f}x, at least {1 / found.high:.2f}x")
     return winner, why
 
 
 def settled(timings: timing.Timings, min_gain: float) -> bool:
-    """Whether more rounds are not worth their time: ``decide``'s winner so far is within ALIKE of every other
-    candidate (``_within``: more rounds could only trade it for one at most that much faster), or more rounds
-    would not change the winner, every pair of candidates being ordered beyond doubt (``_slower``) or tied
-    beyond doubt (neither faster in a share of rounds whose upper confidence bound reaches FASTER_IN, so
-    neither can take over from the other). Ties ran to the budget before: most of what measuring added to
-    optimize()'s first call on programs whose candidates run alike."""
+    """Whether more rounds are not worth their time: against every other candidate, ``decide``'s winner so far
+    is at most ALIKE slower beyond doubt (faster, or no more than that slower: candidates a few percent apart
+    under a noise of +-5% per round took 80-100 rounds to order). A true tie stops there too, on the simpler
+    candidate; a tie under more noise than the ALIKE bound can settle runs to the budget or MAX_ROUNDS (giving a
+    candidate up on a projection of its bound cost a 5% gain one decision in ten here)."""
     names = list(timings.seconds)
     winner = decide(timings, names, min_gain)[0]
-    if all(_within(timings.ratios(winner, other)) for other in names if other != winner):
-        return True
-    for i, a in enumerate(names):
-        for b in names[i + 1:]:
-            ratios = timings.ratios(a, b)
-            inverse = [1 / r for r in ratios if r > 0]
-            ordered = _slower(ratios, min_gain) or _slower(inverse, min_gain)
-            tied = max(_faster_share_bound(ratios), _faster_share_bound(inverse)) < FASTER_IN
-            if not (ordered or tied):
-                return False
-    return True
+    return all(evidence.compare(timings.ratios(winner, other)).high <= 1 + ALIKE for other in names if other != winner)
 
 
 def beaten(timings: timing.Timings, min_gain: float) -> set[str]:
-    """The candidates slower beyond doubt than another one (``_slower``): they cannot win, so they leave the
-    rounds (racing); ``decide`` compares them on the rounds they ran."""
+    """The candidates slower than another one by more than ``min_gain`` beyond doubt: they cannot win (``decide``
+    would not take them over that one), so they leave the rounds (racing); ``decide`` compares them on the
+    rounds they ran."""
     names = list(timings.seconds)
-    return {a for a in names if any(_slower(timings.ratios(a, b), min_gain) for b in names if b != a)}
-
-
-def _slower(ratios: list[float], min_gain: float) -> bool:
-    """Whether the first of a pair is slower than the second by more than ``min_gain`` in nine rounds of ten."""
-    return bool(ratios) and timing.quantile(ratios, 0.1) > 1 + min_gain
-
-
-def _within(ratios: list[float]) -> bool:
-    """Whether the first of a pair is at most ALIKE slower than the second at the median, with 95% confidence
-    (the order statistic that bounds a median from above, normal approximation; from 2 * MIN_ROUNDS rounds).
-    Candidates a few percent apart under a noise of +-5% per round took 80-100 rounds to order or tie (1.2 s
-    of a 1.6 ms attention's first call); within ALIKE, the winner so far is good enough."""
-    n = len(ratios)
-    if n < 2 * timing.MIN_ROUNDS:
-        return False
-    upper = sorted(ratios)[min(n - 1, math.ceil(n / 2 + 1.645 * n ** 0.5 / 2))]
-    return upper <= 1 + ALIKE
-
-
-def _faster_share_bound(ratios: list[float]) -> float:
-    """An upper bound (normal approximation, 95% one-sided, with continuity correction) on the share of rounds
-    in which the first of a pair is faster (ratio < 1), from the rounds seen: 10 of 20 give 0.71, 15 of 20
-    0.93. (Simulated, tests/test_choice.py's noisy machine: three equal candidates settle in 33 rounds at the
-    median instead of 100, and candidates 3-7% apart are decided as without the rule in 200 of 200 seeds.)"""
-    n = len(ratios)
-    if not n:
-        return 1.0
-    share = sum(r < 1 for r in ratios) / n
-    return share + 1.645 * (share * (1 - share) / n) ** 0.5 + 0.5 / n
+    return {a for a in names if any(evidence.compare(timings.ratios(a, b)).slower_by(min_gain)
+                                    for b in names if b != a)}
 
 
 def _predicted_best(candidates: list[Candidate]) -> Candidate:

@@ -31,7 +31,7 @@ def race(graph_call, plan_call, optimized, opts: Options, fallback: str, code: s
     """The graph (``graph_call``, its ``code``; built by ``prepare`` once it is timed) against its plan, each
     called on lists of the graph's inputs: copies of ``examples`` at the positions ``live``, ``fixed`` (position
     -> weight or size) shared; ``key`` names the decision in the cache. The simpler, the graph, runs unless
-    the plan is faster beyond the measured spread."""
+    the plan is faster beyond doubt (decide/choice.py)."""
     report = optimized.report
     with unset_fake_temporarily(), torch.no_grad():
         sets = timing_sets(len(live) + len(fixed), fixed, live, examples)

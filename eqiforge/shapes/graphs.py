@@ -149,8 +149,8 @@ class ShapePlans:
 
     def _measure_every_size(self) -> None:
         """The plan for every size timed against the graph as the fallback compiles it (Inductor, dynamic
-        shapes), once, at the traced call's sizes (decide/graph.py's race): where the graph is faster
-        beyond the spread, it serves every size and no plan per shape is built."""
+        shapes), once, at the traced call's sizes (decide/graph.py's race): where the plan is not faster
+        beyond doubt, the graph serves every size and no plan per shape is built."""
         compiled = []
 
         def compile_fallback():
