@@ -69,6 +69,22 @@ def test_a_program_without_a_win_runs_compiled_by_inductor_as_written():
     torch.testing.assert_close(opt(x), gelu2(x))
 
 
+def test_a_program_inductor_fails_to_compile_runs_as_written_and_says_so():
+    """A plain torch.compile of keys joined to an empty cache then viewed fails in Inductor (its cat keeps the
+    keys' permuted strides, the view cannot take them; fuzz seed 65), where eager runs it."""
+    def keys_in_empty_cache(x):
+        return torch.cat([x.new_zeros(7, 2, 0, 4), x.transpose(1, 2)], dim=2).view(14, 4, 4) * 2.0
+    x = torch.randn(7, 4, 2, 4)
+    with pytest.raises(Exception, match="Cannot view"):
+        torch.compile(keys_in_empty_cache)(x)
+    opt = eqiforge.optimize(keys_in_empty_cache, (x,), backend="inductor", device="cpu")
+    assert opt.report.runs.startswith("the original program")
+    with pytest.warns(UserWarning, match="Inductor failed to compile the program .*it runs as written"):
+        torch.testing.assert_close(opt(x), keys_in_empty_cache(x))
+    y = torch.randn(7, 4, 2, 4)
+    torch.testing.assert_close(opt(y), keys_in_empty_cache(y))
+
+
 def test_outputs_come_in_the_asked_layout_from_the_compiled_graph_itself():
     """A plan output that is a view (a transposed projection, where the program returned it contiguous) is
     written in the asked layout by the kernel computing it: one graph, no copy after the call."""
