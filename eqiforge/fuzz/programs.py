@@ -947,10 +947,32 @@ def _opaque(b: _Builder, a: Value):
     return b.emit("opaque", expr, a.shape, a.dtype, forms[expr])
 
 
+def _cache(b: _Builder, a: Value):
+    """Keys joined to a cache that starts empty, as a Hugging Face layer's first step does: heads split off and
+    moved before the sequence, a cat with an empty past, then the heads merged by ``view``. Eager's cat makes a
+    new, contiguous tensor, so the view is legal; a compiler that drops the empty operand keeps the permuted
+    strides, where a view fails (a Bloom layer under Inductor's decompositions did)."""
+    if len(a.shape) == 4:
+        batch, seq, heads, dim = a.shape
+        keys = f"{a.name}.transpose(1, 2)"
+    elif len(a.shape) == 3:
+        splits = [f for f in range(2, a.shape[2]) if a.shape[2] % f == 0]
+        if not splits:
+            return None
+        (batch, seq, width), heads = a.shape, b.rng.choice(splits)
+        dim = width // heads
+        keys = f"{a.name}.reshape({batch}, {seq}, {heads}, {dim}).transpose(1, 2)"
+    else:
+        return None
+    past = f"{a.name}.new_zeros({batch}, {heads}, 0, {dim})"
+    return b.emit("cache", f"torch.cat([{past}, {keys}], dim=2).view({batch * heads}, {seq}, {dim})",
+                  (batch * heads, seq, dim), a.dtype, a.mag, True)
+
+
 FAMILIES = {  # name -> (weight, drawer(builder, operand) -> Value | None)
     "matmul": (3, _matmul), "view": (3, _view), "permute": (2, _permute), "arith": (4, _arith),
     "pow": (1, _square), "unary": (3, _unary), "reduction": (2, _reduce), "softmax": (2, _softmax),
     "norm": (2, _norm), "index": (2, _index), "mask": (2, _mask), "linear": (2, _linear),
     "attention": (1, _attention), "rewritable": (4, _rewritable), "opaque": (1, _opaque), "cast": (3, _cast),
-    "structured": (2, _structured),
+    "structured": (2, _structured), "cache": (2, _cache),
 }
