@@ -2,7 +2,8 @@
 
 Small Llama (grouped-query attention) and GPT-2 configs, random weights. For each model: the tokens of
 ``--tokens`` greedy steps through the optimized module must equal eager's; every call must run an EqiForge
-plan (``opt.calls``) and at most 3 plans may be built in all (the prompt's, the first step's, and the one
+plan or the program where the plan was measured slower (``opt.calls``: no fallback) and at most 3 plans may
+be built in all (the prompt's, the first step's, and the one
 for every later cache length). Then per-token time, paired: each round decodes ``--tokens`` tokens with
 each candidate (eager, the optimized module, ``torch.compile(dynamic=True)``) in a random order, an untimed
 decode right before the timed one (``measure.time_round_robin``, the loop EqiForge decides by), and the
@@ -71,13 +72,15 @@ def main() -> None:
     rows = [run(name, build, args.tokens, args.rounds) for name, build in models().items()]
     lines = [f"# Greedy decoding of {args.tokens} tokens through optimize() (CPU, {torch.get_num_threads()} "
              f"threads, {args.rounds} paired rounds, medians)", "",
-             "| model | tokens equal eager's | calls over every decode (plan / other) | plans built "
+             "| model | tokens equal eager's | calls over every decode (plan / original chosen / fallback) "
+             "| plans built "
              "| optimize + first decode s | eager us/token | eqiforge us/token (x eager) "
              "| torch.compile(dynamic=True) us/token (x eager) |",
              "|---|---|---|---:|---:|---:|---:|---:|"]
     for r in rows:
         t, q = r["per_token"], r["ratio"]
-        lines.append(f"| {r['name']} | {r['equal']} | {r['calls']['plan']} / {r['calls']['fallback']} | {r['plans']} "
+        calls = " / ".join(str(r["calls"][k]) for k in ("plan", "original", "fallback"))
+        lines.append(f"| {r['name']} | {r['equal']} | {calls} | {r['plans']} "
                      f"| {r['first']:.1f} | {t['eager'] * 1e6:.0f} | {t['eqiforge'] * 1e6:.0f} ({q['eqiforge']:.2f}) "
                      f"| {t['torch.compile(dynamic=True)'] * 1e6:.0f} ({q['torch.compile(dynamic=True)']:.2f}) |")
     lines += ["", "Symbolic dims of the decoding step's plan:", ""] + [f"- {r['name']}: {r['symbolic']}" for r in rows]

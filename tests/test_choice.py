@@ -190,6 +190,7 @@ def test_optimize_measures_and_a_plan_slowed_on_purpose_runs_the_original(monkey
     assert opt.report.measured.startswith("program ") and opt.report.measured.endswith("runs: program")
     assert "measured" in opt.report.summary()
     torch.testing.assert_close(opt(*inputs), fn(*inputs))
+    assert opt.calls == {"plan": 0, "original": 1, "fallback": 0}  # the program by choice, not for want of a plan
 
 
 def test_a_second_optimization_reads_the_decision_from_the_cache(monkeypatch, tmp_path):
@@ -197,7 +198,7 @@ def test_a_second_optimization_reads_the_decision_from_the_cache(monkeypatch, tm
     fn, inputs = chain()
     first = eqiforge.optimize(fn, inputs, backend="torch", measure="always", measure_seconds=1.0)
     assert first.report.runs == "the plan" and "rounds); runs: plan" in first.report.measured
-    assert first.calls == {"plan": 0, "fallback": 0}  # the timed calls were EqiForge's, not the user's
+    assert first.calls == {"plan": 0, "original": 0, "fallback": 0}  # the timed calls were EqiForge's, not the user's
     monkeypatch.setattr(timing, "time_candidates", lambda *a, **k: pytest.fail("measured again"))
     again = eqiforge.optimize(fn, inputs, backend="torch", measure="always", measure_seconds=1.0)
     assert again.report.runs == "the plan" and "read from EqiForge's cache); runs: plan" in again.report.measured

@@ -20,7 +20,6 @@ import warnings
 from pathlib import Path
 
 import torch
-import torch.utils._pytree as pytree
 
 from .. import ops
 from ..errors import EqiforgeError
@@ -28,6 +27,7 @@ from ..frontend.calls import TENSOR, CallSpec, flatten_call
 from ..dims import SymInt, is_symbolic, variable
 from ..lower.symbolic import symbols_of
 from .plan_cache import DEFAULT_CAPACITY, PlanCache, signature
+from .rebuild import rebuilder
 from .torch_plan import BucketedPlan, TorchPlan, compile_function, standalone_source
 
 log = logging.getLogger("eqiforge")
@@ -46,6 +46,7 @@ class OptimizedModule(torch.nn.Module):
         self._source = source
         self.input_specs = input_specs  # (name, shape, dtype) per flattened tensor input
         self.out_spec = out_spec
+        self._rebuild = rebuilder(out_spec) if out_spec is not None and not out_spec.is_leaf() else None
         self.plan = plan
         self.report = report
         self.call = CallSpec.positional(len(input_specs))  # how calls flatten (plan_calls sets the program's)
@@ -63,7 +64,7 @@ class OptimizedModule(torch.nn.Module):
         self._pending = None  # the call whose plan the PlanCache is building
         self.symbolic: dict[str, int] = {}  # a plan for every value of these symbols (their lower bounds)
         self._symbolic_plans: list[OptimizedModule] = []  # built for other signatures, tried before building
-        self._counts = [0, 0]  # calls this module answered with a plan, with anything else
+        self._counts = [0, 0, 0]  # calls this module answered with a plan, the original program chosen, a fallback
         self._set_entry(self._plan_result())
 
     def run_original(self, fn, why: str, what: str = "the original program") -> None:
@@ -111,9 +112,11 @@ class OptimizedModule(torch.nn.Module):
 
     @property
     def calls(self) -> dict[str, int]:
-        """Calls so far that ran an EqiForge plan (``"plan"``) and that ran anything else (``"fallback"``: the
-        original program), this module's and those of the plans it built for other signatures."""
-        counts = {"plan": self._counts[0], "fallback": self._counts[1]}
+        """Calls so far that ran an EqiForge plan (``"plan"``), the original program because it was predicted or
+        measured no slower (``"original"``, as ``report.runs`` says), and the original program because no plan
+        could serve the call (``"fallback"``: past the plan cache's capacity, or a plan that could not be
+        built, said in ``shape_log``); this module's and those of the plans it built for other signatures."""
+        counts = dict(zip(("plan", "original", "fallback"), self._counts))
         for module in self.plans.values() if self.plans is not None else ():
             for k, v in module.calls.items():
                 counts[k] += v
@@ -121,7 +124,7 @@ class OptimizedModule(torch.nn.Module):
 
     def reset_calls(self) -> None:
         """Start ``calls`` from zero (what EqiForge ran while choosing this module's plan is not the user's)."""
-        self._counts[:] = [0, 0]  # in place: the generated entry counts into this list
+        self._counts[:] = [0, 0, 0]  # in place: the generated entry counts into this list
 
     def plan_calls(self, call: CallSpec, replan=None, original=None, capacity: int = DEFAULT_CAPACITY) -> None:
         """Calls flatten like ``call`` (the example's). With ``replan``, a call at another signature runs the
@@ -185,7 +188,7 @@ class OptimizedModule(torch.nn.Module):
                 self._past_capacity = True
                 self._note(f"past the {self.plans.capacity} signatures this module builds plans for: calls at "
                            "other new signatures run the original program", warn=True)
-            self._counts[1] += 1
+            self._counts[2] += 1
             return self._original_program(*args, **kwargs)
         why, start = self._difference(leaves, tree), time.perf_counter()
         dynamic = self._changed_dims(key)
@@ -196,7 +199,7 @@ class OptimizedModule(torch.nn.Module):
             self._unplanned[key] = failed
             self._note(f"no plan for a call at another signature than the example's ({why}): {failed}; it runs "
                        "the original program", warn=True)
-            self._counts[1] += 1
+            self._counts[2] += 1
             return self._original_program(*args, **kwargs)
         if module.symbolic:
             self._symbolic_plans.append(module)
@@ -245,7 +248,7 @@ class OptimizedModule(torch.nn.Module):
         if self.out_spec is not None and self.out_spec.is_leaf():
             return "runner.forward({args})[0]"
         if self.out_spec is not None:
-            return "unflatten(list(runner.forward({args})), out_spec)"
+            return "rebuild(runner.forward({args}))"
         return "runner.forward({args})"
 
     def _set_entry(self, result: str, runs_original: bool = False) -> None:
@@ -265,7 +268,7 @@ class OptimizedModule(torch.nn.Module):
         names = [f"x{i}" for i in range(len(self.input_specs))]
         namespace = {"Tensor": torch.Tensor, "runner": self.runner, "mismatch": self._other,
                      "structured": self._structured,
-                     "unflatten": pytree.tree_unflatten, "out_spec": self.out_spec,
+                     "rebuild": self._rebuild,
                      "original": getattr(self, "_original", None), "counts": self._counts,
                      "fast": _FastCheck()}
         first, sized, bindings = [], [], {}
