@@ -2,6 +2,7 @@
 must be trustworthy (deterministic programs, reproducers that re-run them, a judge that catches a wrong
 plan, hangs killed on time)."""
 import ast
+import math
 import json
 import subprocess
 import sys
@@ -104,6 +105,18 @@ def test_judge_compares_nonfinite_patterns_only_when_asked():
     assert runner.judge(plan, eager, eager.double(), "float32").status == "ok"
     assert runner.judge(plan, eager, eager.double(), "float32", compare_nonfinite=True).status == "wrong"
     assert runner.judge(eager.clone(), eager, eager.double(), "float32", compare_nonfinite=True).status == "ok"
+
+
+def test_a_nonfinite_class_eagers_rounding_made_is_not_held_against_the_plan():
+    """Fuzz program 996066 (bfloat16): eager rounds a sum of two products to 0 and multiplies it by -inf (NaN);
+    exact math, and Inductor's float32 arithmetic, give -inf. The plan agreeing with float64 is right; a
+    class that neither eager nor float64 has is wrong."""
+    rounded, exact = torch.tensor([1.0, 0.0], dtype=torch.bfloat16), torch.tensor([1.0, 1e-3], dtype=torch.float64)
+    eager = rounded * torch.tensor([2.0, -math.inf], dtype=torch.bfloat16)  # [2, nan]
+    reference = exact * torch.tensor([2.0, -math.inf], dtype=torch.float64)  # [2, -inf]
+    for got, verdict in (([2.0, -math.inf], "ok"), ([2.0, math.nan], "ok"), ([2.0, math.inf], "wrong")):
+        got = torch.tensor(got, dtype=torch.bfloat16)
+        assert runner.judge(got, eager, reference, "bfloat16", compare_nonfinite=True).status == verdict
 
 
 def test_judge_allows_float64_rounding_noise_where_an_output_cancels_and_nowhere_else():
