@@ -62,7 +62,16 @@ def fenced_blocks(page: Path) -> list[tuple[int, str, str, str | None]]:
     return blocks
 
 
-BLOCKS = [pytest.param(page, *block, id=f"{page.relative_to(ROOT)}:{block[0]}")
+#: blocks of 12-23 s each, run in the slow tier (page, the block's first line): the triton plan's export (twice,
+#: the fast tier keeps test_triton_backend's), the rule-set ablation, a Hugging Face model optimized twice
+SLOW_BLOCKS = {
+    ("gpu.md", "TRITON_INTERPRET=1 eqiforge optimize --example mlp --backend triton --out mlp_plan"),
+    ("backends.md", "TRITON_INTERPRET=1 eqiforge optimize --example mlp --backend triton --show-plan --out mlp_plan"),
+    ("visualize.md", "eqiforge ablate --example transformer_layer --out docs/images/ablation"),
+    ("usage.md", "import torch, transformers, eqiforge"),
+}
+BLOCKS = [pytest.param(page, *block, id=f"{page.relative_to(ROOT)}:{block[0]}",
+                       marks=[pytest.mark.slow] if (page.name, block[2].splitlines()[0]) in SLOW_BLOCKS else [])
           for page in PAGES for block in fenced_blocks(page)]
 
 

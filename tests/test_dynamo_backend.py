@@ -260,6 +260,7 @@ class Positions(torch.nn.Module):
         return self.lin(x + self.pos(torch.arange(x.shape[1]))).relu()
 
 
+@pytest.mark.slow
 def test_training_at_changing_lengths_compiles_every_backward_with_inductor():
     torch.manual_seed(0)
     model = Positions()
