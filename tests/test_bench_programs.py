@@ -37,7 +37,12 @@ def test_benchmark_programs_optimize_correctly(name):
     assert (got - want).norm() <= 1e-4 * want.norm()
 
 
-@pytest.mark.parametrize("name", list(kernelbench_style.SMALL))
+def every_third(names) -> list:
+    """``names`` as parameters, two of every three in the slow tier (the fast tier keeps a spread sample)."""
+    return [pytest.param(n, marks=[] if i % 3 == 0 else [pytest.mark.slow]) for i, n in enumerate(names)]
+
+
+@pytest.mark.parametrize("name", every_third(kernelbench_style.SMALL))
 def test_kernelbench_style_programs_optimize_correctly(name):
     """The module EqiForge returns and its plan alone both match eager: where the module runs the original
     program (a plan predicted no better), the plan is still checked."""
@@ -50,7 +55,7 @@ def test_kernelbench_style_programs_optimize_correctly(name):
     assert "fell back" not in opt.report.validation, opt.report.validation
 
 
-@pytest.mark.parametrize("name", list(twins.SMALL))
+@pytest.mark.parametrize("name", every_third(twins.SMALL))
 def test_twins_match_their_programs_and_optimize_correctly(name):
     """Each twin computes what its program computes (at both sizes, on fresh inputs), and the program,
     shrunk, optimizes to a module and a plan that match eager."""
