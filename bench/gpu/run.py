@@ -357,7 +357,7 @@ class Session:
 
 #: the version of eqiforge/decide/choice.py's records this writes (the GPU machine does not import
 #: eqiforge.decide.choice: its cost-model imports want scipy); tests/test_gpu_bench.py checks the two agree
-RECORDS_VERSION = 2
+RECORDS_VERSION = 3
 
 
 def records_line(name: str, results: dict, nodes: list | None, device: str) -> dict:
