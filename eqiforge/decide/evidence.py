@@ -7,10 +7,9 @@ Wilcoxon signed-rank test says how sure, and its confidence bounds are the pairw
 critical ranks. For two candidates that are the same program a round's log-ratio is as likely negative as
 positive, whatever the noise's shape (bimodal calls, a preempted round), so the test's false-positive rate
 is exact at every number of rounds, not a normal approximation's; and a consistent gain needs no more rounds
-than its sign takes to show (five rounds of five in agreement pass ``ONE_LOOK_ALPHA``, ten of ten
-``ALPHA``). The error rates of the
-decisions built on it are simulated on this machine's measured noise in tests/test_decision_rule.py and
-stated in docs/decisions.md.
+than its sign takes to show (five rounds of five in agreement pass ``ONE_LOOK_ALPHA``, ten of ten ``ALPHA``).
+The error rates of the decisions built on it are simulated on this machine's measured noise
+(bench/decision_rule.py, checked by tests/test_decision_rule.py) and stated in docs/decisions.md.
 """
 from __future__ import annotations
 

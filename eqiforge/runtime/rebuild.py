@@ -34,8 +34,7 @@ class _Unclonable(Exception):
 def rebuilder(spec: pytree.TreeSpec) -> Build:
     """A function of a call's output leaves (a list, in ``spec``'s order) that returns the structure
     ``pytree.tree_unflatten(leaves, spec)`` would."""
-    build = _node(spec, iter(range(spec.num_leaves)))
-    return build
+    return _node(spec, iter(range(spec.num_leaves)))
 
 
 def _node(spec: pytree.TreeSpec, positions) -> Build:
