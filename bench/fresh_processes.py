@@ -1,0 +1,110 @@
+"""Does optimize()'s choice hold in every process? A program optimized with the defaults in several fresh
+processes (each with empty EqiForge and Inductor caches, this CPU's calibration kept), each then timing eager,
+torch.compile and the optimized module side by side (``measure.time_round_robin``, fresh inputs in turn).
+
+    python bench/fresh_processes.py --processes 3 --rounds 60
+
+writes bench/results/fresh_processes.md: per program and process, what runs and its time over the faster of
+eager and torch.compile (the median of per-round ratios). The programs are the two of issue 44: a causal
+attention written out, and an RMSNorm at KernelBench level 1 #36's shape scaled to a CPU.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import warnings
+from pathlib import Path
+
+import torch
+
+from measure import fresh_inputs, steady_allocator, time_round_robin, write_results
+
+RESULTS = Path(__file__).parent / "results" / "fresh_processes.md"
+
+
+def causal_attention(q, k, v):
+    s = q @ k.transpose(-2, -1) / 8
+    mask = torch.triu(torch.ones(s.shape[-2], s.shape[-1], dtype=torch.bool), diagonal=1)
+    return torch.softmax(s.masked_fill(mask, float("-inf")).float(), dim=-1) @ v
+
+
+def rms_norm(x, w):
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-5) * w
+
+
+PROGRAMS = {
+    "causal attention [2, 4, 128, 64]": (causal_attention, lambda: tuple(torch.randn(2, 4, 128, 64) for _ in range(3))),
+    "RMSNorm [14, 64, 64, 64]": (rms_norm, lambda: (torch.randn(14, 64, 64, 64), torch.randn(64))),
+}
+
+
+def one_process(name: str, rounds: int) -> dict:
+    """In this process: optimize ``name`` with the defaults, then time the three side by side."""
+    import eqiforge
+    warnings.simplefilter("ignore")
+    steady_allocator()
+    fn, make = PROGRAMS[name]
+    torch.manual_seed(0)
+    example = make()
+    with torch.no_grad():
+        opt = eqiforge.optimize(fn, example)
+        compiled = torch.compile(fn)
+        compiled(*example)
+        seconds = time_round_robin({"eager": fn, "torch.compile": compiled, "eqiforge": opt},
+                                   fresh_inputs(example, 4), repeats=rounds, seed=1)
+    best = [min(e, c) for e, c in zip(seconds["eager"], seconds["torch.compile"])]
+    return {"runs": opt.report.runs.split(" (")[0], "ms": {k: statistics.median(v) * 1e3 for k, v in seconds.items()},
+            "over_best": statistics.median(o / b for o, b in zip(seconds["eqiforge"], best))}
+
+
+def in_fresh_process(name: str, rounds: int) -> dict:
+    """``one_process`` in a new interpreter with empty caches (the CPU calibration copied in)."""
+    from eqiforge.cost.calibrate import cache_path
+    root = tempfile.mkdtemp(prefix="eqiforge-fresh-")
+    try:
+        calibration = cache_path()
+        if calibration.exists():
+            (Path(root) / "eqiforge").mkdir()
+            shutil.copy(calibration, Path(root) / "eqiforge" / calibration.name)
+        env = {**os.environ, "EQIFORGE_CACHE_DIR": str(Path(root) / "eqiforge"),
+               "TORCHINDUCTOR_CACHE_DIR": str(Path(root) / "inductor")}
+        out = subprocess.run([sys.executable, __file__, "--one", name, "--rounds", str(rounds)], env=env,
+                             check=True, capture_output=True, text=True).stdout
+        return json.loads(out.strip().splitlines()[-1])
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--processes", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=60)
+    parser.add_argument("--one", help=argparse.SUPPRESS)  # the child: one program, printed as JSON
+    args = parser.parse_args()
+    if args.one:
+        print(json.dumps(one_process(args.one, args.rounds)))
+        return
+    rows = []
+    for name in PROGRAMS:
+        for i in range(args.processes):
+            r = in_fresh_process(name, args.rounds)
+            ms = r["ms"]
+            rows.append(f"| {name} | {i + 1} | {ms['eager']:.3f} | {ms['torch.compile']:.3f} | {ms['eqiforge']:.3f} "
+                        f"| {r['over_best']:.2f} | {r['runs']} |")
+    write_results(RESULTS, [
+        f"# optimize() in fresh processes (CPU, {torch.get_num_threads()} threads)", "",
+        f"Each row a new process with empty EqiForge and Inductor caches; ms are medians of {args.rounds} rounds "
+        "(eager, torch.compile and the optimized module in a random order per round, fresh inputs in turn); "
+        "`/ best` is the median over rounds of the module's time over the faster of eager and torch.compile.", "",
+        "| program | process | eager ms | torch.compile ms | eqiforge ms | / best | runs |",
+        "|---|---:|---:|---:|---:|---:|---|", *rows, ""])
+
+
+if __name__ == "__main__":
+    main()
