@@ -23,19 +23,10 @@ from pathlib import Path
 
 import torch
 
+from decision_noise import causal_attention, rms_norm
 from measure import fresh_inputs, steady_allocator, time_round_robin, write_results
 
 RESULTS = Path(__file__).parent / "results" / "fresh_processes.md"
-
-
-def causal_attention(q, k, v):
-    s = q @ k.transpose(-2, -1) / 8
-    mask = torch.triu(torch.ones(s.shape[-2], s.shape[-1], dtype=torch.bool), diagonal=1)
-    return torch.softmax(s.masked_fill(mask, float("-inf")).float(), dim=-1) @ v
-
-
-def rms_norm(x, w):
-    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-5) * w
 
 
 PROGRAMS = {
