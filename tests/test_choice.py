@@ -550,3 +550,25 @@ def test_other_processes_using_the_cores_make_a_measured_decision_provisional(mo
             p.kill()
             p.wait()
     assert decision.provisional and decision.other_cores > 1.0, decision.describe()
+
+
+def test_optimize_under_load_reports_a_provisional_choice_and_the_next_optimization_measures_again(monkeypatch,
+                                                                                                      tmp_path):
+    """The report flags a decision timed under load; it is not cached, so the next optimize() (the load gone)
+    times the candidates again and caches that decision, which a third reads back."""
+    monkeypatch.setenv("EQIFORGE_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(load, "DISTURBING_CORES", 0.25)
+    fn, inputs = chain()
+    spare = max(0, (os.cpu_count() or 1) - torch.get_num_threads())
+
+    def optimized():
+        return eqiforge.optimize(fn, inputs, backend="torch", measure="always", measure_seconds=1.0)
+    monkeypatch.setattr(load, "OtherLoad", loaded(spare + 1.0))
+    busy = optimized()
+    assert busy.report.provisional and "provisional: other processes kept" in busy.report.measured
+    assert not (tmp_path / "measure").exists() or not list((tmp_path / "measure").glob("*.json"))
+    monkeypatch.setattr(load, "OtherLoad", loaded(0.0))
+    quiet = optimized()
+    assert not quiet.report.provisional and "read from EqiForge's cache" not in quiet.report.measured
+    assert "read from EqiForge's cache" in optimized().report.measured
+    torch.testing.assert_close(quiet(*inputs), fn(*inputs), rtol=1e-4, atol=1e-3)  # a @ (b @ v): reassociated

@@ -104,7 +104,7 @@ def first_race(optimized, fn, args, kwargs, captured, opts: Options, budget: flo
             candidates.append(_compiled_program(compiled, captured, args, kwargs, sets))
         decision = choice.choose(candidates, opts.measuring.mode, budget, opts.measuring.min_gain,
                                  opts.runtime.cache, key=captured.graph.format())
-    report.measured = decision.describe()
+    report.measured, report.provisional = decision.describe(), decision.provisional
     raced = compiled is not None and (COMPILED_PROGRAM in decision.medians or COMPILED_PROGRAM in decision.failed)
     if not decision.measured:  # the prediction decides, as with measure="never"
         return FirstRace(no_better(optimized, opts))
@@ -169,6 +169,7 @@ def second_race(optimized, fn, args, kwargs, captured, opts: Options, why, compi
         decision = choice.choose(candidates, "always", opts.measuring.seconds / 2, opts.measuring.min_gain,
                                  opts.runtime.cache, key=program)
     report.measured = "; then ".join(filter(None, [report.measured, decision.describe()]))
+    report.provisional |= decision.provisional
     if decision.winner == COMPILED_PROGRAM:
         optimized.run_original(compiled, measured(decision.why), "the original program compiled by Inductor")
     elif decision.winner == COMPILED_PLAN:
@@ -223,7 +224,7 @@ def dynamic_inductor_race(optimized, captured, opts: Options) -> None:
     with torch.no_grad():
         decision = choice.choose([current, faster], "always", opts.measuring.seconds, opts.measuring.min_gain,
                                  opts.runtime.cache, key=captured.graph.format() + "\n# for every size")
-    report.measured = decision.describe()
+    report.measured, report.provisional = decision.describe(), decision.provisional
     if decision.winner == faster.name:  # a later move or copy of the module rebinds the torch code
         runner.forward = compiled
         optimized.run_plan_as(runner, f"the plan for every size, compiled by Inductor with dynamic shapes "

@@ -29,6 +29,7 @@ class Report:
     plan_check_intervened: bool = False  # the check found the first plan wrong: mended it or fell back
     runs: str = "the plan"  # what a call runs: the plan, or the original program (and why)
     measured: str = ""  # what the measured choice timed and decided (choice.py; "": no measured choice)
+    provisional: bool = False  # a measured choice was timed on a busy machine: not cached, measured again later
     repeated_blocks: str = ""  # "N repeated blocks of M nodes optimized once", or why not (blocks.py)
     repeated_blocks_found: bool | None = None  # None: not looked for (share_blocks=False)
     capture_fallback: str = ""  # why torch.export did not capture the program and which path did ("": it did)
