@@ -34,7 +34,8 @@ kept in a PlanCache keyed by the signature of the inputs with dynamic dims. Up t
 a plan each; later shapes, and a shape whose plan fails, run the fallback (Inductor compiles the dynamic
 graph once, for all shapes). ``REPORTS`` holds the report of every plan built, ``SHAPE_PLANS`` every
 graph with dynamic dims (which calls ran a plan, which the fallback and why), and ``call_counts()`` the
-calls of every graph the backend compiled that ran an EqiForge plan and that ran anything else.
+calls of every graph the backend compiled by what served them: a plan, the graph chosen over its plan
+(compiled by Inductor, or op by op), or the fallback where no plan could be made.
 """
 from __future__ import annotations
 
@@ -49,8 +50,8 @@ from .decide.graph import PLAN, predicted, race
 from .decide.verdicts import no_better
 from .errors import EqiforgeError
 from .pipeline.options import Options
-from .runtime.aot import (FALLBACKS, ConstantWeights, Fallback, Selected, concrete, fallback_compiler, is_symbolic,
-                          output_strides)
+from .runtime.aot import (FALLBACKS, ConstantWeights, Fallback, Selected, chosen, concrete, fallback_compiler,
+                          is_symbolic, output_strides)
 from .runtime.aot import CALLS, MAX_REBINDS, REPORTS, SHAPE_PLANS, call_counts  # noqa: F401 - the backend's registries
 from .runtime.inductor_plan import InductorPlan
 from .runtime.plan_cache import DEFAULT_CAPACITY
@@ -153,12 +154,12 @@ def _static_plan(gm, example_inputs, opts: Options, fallback: str, weights: dict
     optimized, why = optimize_fx(gm, examples, opts, weights)
     if optimized is None:
         warnings.warn(f"eqiforge: {why}; the graph runs {FALLBACKS[fallback]}", stacklevel=3)
-        return Fallback(fallback_compiler(fallback)(gm, example_inputs))
+        return Fallback(fallback_compiler(fallback)(gm, example_inputs), "fallback")
     strides, why = output_strides(gm), no_better(optimized, opts)
     if predicted(optimized, opts, fallback):
         if why:
             optimized.report.runs = f"the original graph, {FALLBACKS[fallback]} ({why})"
-            return Fallback(fallback_compiler(fallback)(gm, example_inputs))
+            return Fallback(fallback_compiler(fallback)(gm, example_inputs), chosen(fallback))
         return _plan_callable(optimized, examples, live, strides)
     plan = _plan_callable(optimized, examples, live, strides)
     graph = fallback_compiler(fallback)(gm, example_inputs)
@@ -168,7 +169,7 @@ def _static_plan(gm, example_inputs, opts: Options, fallback: str, weights: dict
         return plan
     optimized.report.runs = f"the original graph, {FALLBACKS[fallback]} (" + (
         f"measured: {decision.why})" if decision.measured else f"{why})")
-    return Fallback(graph)
+    return Fallback(graph, chosen(fallback))
 
 
 def _plan_callable(optimized, examples, live, strides):

@@ -190,7 +190,8 @@ def test_optimize_measures_and_a_plan_slowed_on_purpose_runs_the_original(monkey
     assert opt.report.measured.startswith("program ") and opt.report.measured.endswith("runs: program")
     assert "measured" in opt.report.summary()
     torch.testing.assert_close(opt(*inputs), fn(*inputs))
-    assert opt.calls == {"plan": 0, "original": 1, "fallback": 0}  # the program by choice, not for want of a plan
+    # the program by choice, not for want of a plan
+    assert opt.calls == {"plan": 0, "inductor": 0, "original": 1, "fallback": 0}
 
 
 def test_a_second_optimization_reads_the_decision_from_the_cache(monkeypatch, tmp_path):
@@ -198,7 +199,8 @@ def test_a_second_optimization_reads_the_decision_from_the_cache(monkeypatch, tm
     fn, inputs = chain()
     first = eqiforge.optimize(fn, inputs, backend="torch", measure="always", measure_seconds=1.0)
     assert first.report.runs == "the plan" and "rounds); runs: plan" in first.report.measured
-    assert first.calls == {"plan": 0, "original": 0, "fallback": 0}  # the timed calls were EqiForge's, not the user's
+    # the timed calls were EqiForge's, not the user's
+    assert first.calls == {"plan": 0, "inductor": 0, "original": 0, "fallback": 0}
     monkeypatch.setattr(timing, "time_candidates", lambda *a, **k: pytest.fail("measured again"))
     again = eqiforge.optimize(fn, inputs, backend="torch", measure="always", measure_seconds=1.0)
     assert again.report.runs == "the plan" and "read from EqiForge's cache); runs: plan" in again.report.measured
@@ -259,7 +261,7 @@ def test_the_torch_compile_backend_times_both_compiled_graphs(measure, monkeypat
     monkeypatch.setattr(choice, "DECISIVE", 0.0)
     fn, inputs = chain()
     options = {"measure": measure, "measure_seconds": 1.0, "cache": False}  # the second run must time again
-    reports = []
+    reports, served = [], []
     for slowed in (False, True):
         if slowed:
             real = dynamo._plan_callable
@@ -275,13 +277,15 @@ def test_the_torch_compile_backend_times_both_compiled_graphs(measure, monkeypat
                     return self.plan(args)
             monkeypatch.setattr(dynamo, "_plan_callable", Slowed)
         torch._dynamo.reset()
-        before = len(dynamo.REPORTS)
+        before, calls = len(dynamo.REPORTS), dynamo.call_counts()
         with torch.no_grad():
             torch.testing.assert_close(torch.compile(fn, backend="eqiforge", options=options)(*inputs), fn(*inputs),
                                        rtol=1e-4, atol=1e-3)
         [report] = dynamo.REPORTS[before:]
         reports.append(report)
+        served.append({k: v - calls[k] for k, v in dynamo.call_counts().items() if v != calls[k]})
     planned, slowed = reports
+    assert served == [{"plan": 1}, {"inductor": 1}]  # the slowed plan lost: Inductor's graph served, by choice
     assert planned.runs == "the plan" and planned.measured.startswith("graph ") and "runs: plan" in planned.measured
     assert slowed.runs.startswith("the original graph, compiled by Inductor (measured: no candidate was faster")
     assert slowed.measured.endswith("runs: graph")
@@ -346,6 +350,7 @@ def test_auto_backend_runs_the_program_under_inductor_where_it_beats_the_plan_ho
     assert "; then " not in opt.report.measured and opt.report.measured.startswith("program ")
     assert "plan " in opt.report.measured and opt.report.measured.endswith("runs: program under Inductor")
     assert opt.report.runs.startswith("the original program compiled by Inductor (measured: faster than")
+    assert opt.calls == {"plan": 0, "inductor": 1, "original": 0, "fallback": 0}  # Inductor's, by choice
     with torch.no_grad():
         auto = eqiforge.optimize(fn, inputs, measure="auto", measure_seconds=1.0)
     assert "program under Inductor" not in auto.report.measured and "plan under Inductor" in auto.report.measured

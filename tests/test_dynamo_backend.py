@@ -86,12 +86,14 @@ def test_a_failure_that_is_no_eqiforge_error_warns_and_falls_back(monkeypatch):
     monkeypatch.setattr(shape_graphs, "compile_graph", broken)
     model, x = mlp().eval(), torch.randn(4, 16)
     compiled = torch.compile(model, backend="eqiforge")
+    calls = dynamo.call_counts()
     with warnings.catch_warnings(record=True) as caught, torch.no_grad():
         warnings.simplefilter("always")
         assert_close(compiled(x), model(x))
     assert eqiforge_warnings(caught) == [
         "eqiforge: EqiForge failed on this graph (RuntimeError: a bug in the pipeline; please report it); "
         "the graph runs compiled by Inductor"]
+    assert dynamo.call_counts()["fallback"] - calls["fallback"] == 1  # a miss, not a choice
 
 
 def test_changing_sequence_lengths_run_one_plan_for_every_length():
@@ -342,11 +344,13 @@ def test_a_graph_without_a_win_goes_to_inductor_as_written(monkeypatch):
     def gelu2(x):
         return torch.nn.functional.gelu(x) * 2.0
     compiled = torch.compile(gelu2, backend="eqiforge")
-    before = len(dynamo.REPORTS)
+    before, calls = len(dynamo.REPORTS), dynamo.call_counts()
     x = torch.randn(16, 16)
     assert_close(compiled(x), gelu2(x))
     [report] = dynamo.REPORTS[before:]
     assert report.runs.startswith("the original graph, compiled by Inductor (the plan is predicted no faster")
+    assert {k: v - calls[k] for k, v in dynamo.call_counts().items()} == {  # Inductor's graph, by choice
+        "plan": 0, "inductor": 1, "original": 0, "fallback": 0}
     assert len(graphs) == 1 and "aten.erf.default" in graphs[0]  # the original graph, once; no plan compiled
 
 

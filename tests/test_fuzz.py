@@ -173,7 +173,8 @@ def test_a_sized_configuration_flags_a_plan_wrong_only_at_another_size(monkeypat
     program, inputs, _, _ = _fp32_case()
 
     class RightAtTheExampleSizeOnly:
-        calls, plans = {"plan": 0, "original": 0, "fallback": 0}, types.SimpleNamespace(values=lambda: [])
+        calls = {"plan": 0, "inductor": 0, "original": 0, "fallback": 0}
+        plans = types.SimpleNamespace(values=lambda: [])
 
         def __call__(self, x, w):
             return program(x, w) + (0.0 if x.shape == inputs[0].shape else 1e-2)

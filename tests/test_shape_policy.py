@@ -54,7 +54,7 @@ def test_past_the_caches_capacity_new_signatures_run_the_original_program():
     assert calls == [20.0, 21.0, 20.0]  # the original program ran
     torch.testing.assert_close(opt(x, 2.0), x * 2.0 + 1.0)  # a cached plan still runs
     assert calls == [20.0, 21.0, 20.0] and len(opt.shape_log) == DEFAULT_CAPACITY + 1
-    assert opt.calls == {"plan": DEFAULT_CAPACITY + 1, "original": 0, "fallback": 3}
+    assert opt.calls == {"plan": DEFAULT_CAPACITY + 1, "inductor": 0, "original": 0, "fallback": 3}
 
 
 def test_keywords_and_constants_are_part_of_the_signature():
@@ -81,7 +81,7 @@ def test_the_entrys_fast_check_only_speeds_up_what_its_own_checks_accept():
     for other in (torch.randn(8, 8)[::2], torch.nn.Parameter(torch.randn(4, 8)), torch.randn(4, 8).requires_grad_()):
         check_close(opt, other, w)
         check_close(opt, x, w)
-    assert opt.calls == {"plan": 7, "original": 0, "fallback": 0}
+    assert opt.calls == {"plan": 7, "inductor": 0, "original": 0, "fallback": 0}
     for bad in (torch.randn(5, 8), torch.randn(4, 8).double()):
         with pytest.raises(EqiforgeError, match="but the plan was optimized for float32\\[4, 8\\]"):
             opt(bad, w)

@@ -86,7 +86,7 @@ def test_declared_dynamic_dims_give_one_plan_for_every_length():
     for length in (8, 3, 21, 40, 8):
         args = qkv(length, length)
         torch.testing.assert_close(opt(*args), attention(*args), rtol=1e-5, atol=1e-5)
-    assert opt.calls == {"plan": 5, "original": 0, "fallback": 0} and opt.plans.builds == 0
+    assert opt.calls == {"plan": 5, "inductor": 0, "original": 0, "fallback": 0} and opt.plans.builds == 0
 
 
 def test_inputs_named_like_generated_variables_give_their_sizes_to_a_symbolic_plan():
@@ -100,7 +100,7 @@ def test_inputs_named_like_generated_variables_give_their_sizes_to_a_symbolic_pl
     for n in (9, 4, 30):
         args = make(n)
         torch.testing.assert_close(opt(*args), shared_factor(*args), rtol=1e-5, atol=1e-5)
-    assert opt.calls == {"plan": 3, "original": 0, "fallback": 0}
+    assert opt.calls == {"plan": 3, "inductor": 0, "original": 0, "fallback": 0}
 
 
 def test_a_dim_becomes_symbolic_at_its_second_value_and_serves_every_later_one():
@@ -109,7 +109,7 @@ def test_a_dim_becomes_symbolic_at_its_second_value_and_serves_every_later_one()
     for length in range(9, 20):
         args = qkv(length, length)
         torch.testing.assert_close(opt(*args), attention(*args), rtol=1e-5, atol=1e-5)
-    assert opt.plans.builds == 1 and opt.calls == {"plan": 11, "original": 0, "fallback": 0}
+    assert opt.plans.builds == 1 and opt.calls == {"plan": 11, "inductor": 0, "original": 0, "fallback": 0}
     assert opt.shape_log[0].startswith("built a plan for every value of [")
     args = qkv(8, 1)  # the example's signature keeps its own plan
     torch.testing.assert_close(opt(*args), attention(*args), rtol=1e-5, atol=1e-5)
@@ -137,7 +137,7 @@ def test_dims_asked_dynamic_whose_plan_does_not_hold_get_a_plan_for_the_example_
     for length in (8, 9):
         args = qkv(length, 1)
         torch.testing.assert_close(opt(*args), attention(*args), rtol=1e-5, atol=1e-5)
-    assert opt.calls == {"plan": 2, "original": 0, "fallback": 0} and opt.plans.builds == 1
+    assert opt.calls == {"plan": 2, "inductor": 0, "original": 0, "fallback": 0} and opt.plans.builds == 1
 
 
 def test_a_size_that_is_not_a_polynomial_of_the_dims_gets_plans_per_size():
@@ -151,7 +151,7 @@ def test_a_size_that_is_not_a_polynomial_of_the_dims_gets_plans_per_size():
     for rows in (9, 10, 14):
         x = torch.randn(rows, 4, generator=gen)
         torch.testing.assert_close(opt(x), third(x))
-    assert opt.calls == {"plan": 3, "original": 0, "fallback": 0}
+    assert opt.calls == {"plan": 3, "inductor": 0, "original": 0, "fallback": 0}
     compiled = torch.compile(third, backend="eqiforge", dynamic=True, options={"original_if_no_better": False})
     before = eqiforge.dynamo.call_counts()
     with pytest.warns(UserWarning, match=r"no plan for every size \(size .*//3.*it specialises the graph per shape"):
@@ -173,7 +173,7 @@ def test_a_size_relation_torch_only_guards_gets_plans_per_size():
     for shape in ((24, 2), (12, 4)):
         x = torch.randn(*shape, generator=gen)
         torch.testing.assert_close(opt(x), flat(x))
-    assert opt.calls == {"plan": 2, "original": 0, "fallback": 0} and not opt.symbolic
+    assert opt.calls == {"plan": 2, "inductor": 0, "original": 0, "fallback": 0} and not opt.symbolic
 
 
 def test_a_declared_dim_the_program_fixes_is_a_clear_error():
@@ -233,7 +233,8 @@ def test_a_dynamic_graph_runs_as_the_fallback_compiles_it_where_that_is_measured
             torch.testing.assert_close(compiled(*args), attention(*args), rtol=1e-5, atol=1e-5)
     plans = dynamo.SHAPE_PLANS[-1]
     assert plans.graph_every_size is not None and plans.cache.builds == 0
-    assert dynamo.call_counts()["fallback"] - before["fallback"] == 3
+    after = dynamo.call_counts()  # the graph chosen by measurement, not for want of a plan
+    assert after["original"] - before["original"] == 3 and after["fallback"] == before["fallback"]
     assert dynamo.REPORTS[-1].runs.startswith("the original graph, unchanged, op by op, at every size (measured")
     assert dynamo.REPORTS[-1].measured.endswith("runs: graph")
 
@@ -276,7 +277,7 @@ def test_where_the_best_plan_depends_on_the_size_each_range_gets_its_own():
     for rows in (3, 64, runner.bounds[0] - 1, runner.bounds[0], 700):
         xs = torch.randn(rows, 64)
         torch.testing.assert_close(opt(xs, w1, w2), chain(xs, w1, w2), rtol=1e-4, atol=1e-4)
-    assert opt.calls == {"plan": 5, "original": 0, "fallback": 0} and opt.plans.builds == 0
+    assert opt.calls == {"plan": 5, "inductor": 0, "original": 0, "fallback": 0} and opt.plans.builds == 0
     copied = copy.deepcopy(runner)  # the generated dispatch is bound again to the copy's own plans
     for rows, plan in ((runner.bounds[0] - 1, small), (runner.bounds[0], large)):
         xs = torch.randn(rows, 64)

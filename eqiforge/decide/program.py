@@ -41,9 +41,10 @@ def decide_static(optimized, fn, args, kwargs, captured, opts: Options, timer) -
             first = first_race(optimized, fn, args, kwargs, captured, opts, budget, raced)
     why = first.why
     if first.compiled_won:
-        optimized.run_original(compiled, why, "the original program compiled by Inductor")
+        optimized.run_original(compiled, why, compiled=True)
     elif why:
-        optimized.run_original(opts.runtime.entry.original(fn), why)
+        entry = opts.runtime.entry
+        optimized.run_original(entry.original(fn), why, compiled=entry.original is compiled_original)
     elif isinstance(optimized.runner, InductorPlan):  # compiled once chosen, not when the original runs
         optimized.runner.compile(captured.inputs)
         optimized.report.lowering_notes += optimized.runner.notes
@@ -171,7 +172,7 @@ def second_race(optimized, fn, args, kwargs, captured, opts: Options, why, compi
     report.measured = "; then ".join(filter(None, [report.measured, decision.describe()]))
     report.provisional |= decision.provisional
     if decision.winner == COMPILED_PROGRAM:
-        optimized.run_original(compiled, measured(decision.why), "the original program compiled by Inductor")
+        optimized.run_original(compiled, measured(decision.why), compiled=True)
     elif decision.winner == COMPILED_PLAN:
         if inductor.graph is None:  # the decision came from the cache: compile now
             try:

@@ -362,10 +362,10 @@ def _ran(optimized, config: str) -> tuple[int, int, int]:
     if config in COMPILED:
         from eqiforge import dynamo
 
-        counts = dynamo.call_counts()
-        return counts["plan"], counts["fallback"], len(dynamo.REPORTS)
-    counts = optimized.calls
-    return counts["plan"], counts["fallback"], 0
+        counts, reports = dynamo.call_counts(), len(dynamo.REPORTS)
+    else:
+        counts, reports = optimized.calls, 0
+    return counts["plan"], sum(counts.values()) - counts["plan"], reports
 
 
 def _later_reports(optimized, config: str, before) -> list:

@@ -24,15 +24,22 @@ SHAPE_PLANS: list = []
 FALLBACKS = {"inductor": "compiled by Inductor", "eager": "unchanged, op by op"}
 #: weight changes a graph with weights as constants is optimized again for; past them its weights stay inputs
 MAX_REBINDS = 2
-#: forward calls in this process of graphs this backend compiled: those that ran an EqiForge plan, and the rest
+#: forward calls in this process of graphs this backend compiled, by what served them (``call_counts``)
 CALLS: Counter = Counter()
 
 
 def call_counts() -> dict[str, int]:
-    """Forward calls so far, in this process, of the graphs ``backend="eqiforge"`` compiled: ``"plan"``, those
-    that ran an EqiForge plan; ``"fallback"``, those that ran anything else (the graph compiled by Inductor,
-    or as it is)."""
-    return {"plan": CALLS["plan"], "fallback": CALLS["fallback"]}
+    """Forward calls so far, in this process, of the graphs ``backend="eqiforge"`` compiled, by what served
+    them: ``"plan"``, an EqiForge plan; ``"inductor"`` and ``"original"``, the graph compiled by Inductor or
+    run op by op (the ``fallback`` option), chosen because it was predicted or measured no slower than its
+    plan; ``"fallback"``, the graph as the fallback runs it because no plan could be made (the warning and
+    ``REPORTS`` say why)."""
+    return {served: CALLS[served] for served in ("plan", "inductor", "original", "fallback")}
+
+
+def chosen(fallback: str) -> str:
+    """``call_counts``'s name for the graph chosen over its plan, as the ``fallback`` option runs it."""
+    return "inductor" if fallback == "inductor" else "original"
 
 
 def fallback_compiler(fallback: str, is_backward: bool = False):
@@ -106,15 +113,16 @@ class Selected:
 
 
 class Fallback:
-    """What a graph EqiForge did not optimize runs (AOTAutograd's boxed callable), counted as such."""
+    """What a graph EqiForge did not optimize runs (AOTAutograd's boxed callable), counted as ``served``
+    (``call_counts``: chosen over the plan, or "fallback" where no plan could be made)."""
 
     _boxed_call = True
 
-    def __init__(self, run):
-        self.run = run
+    def __init__(self, run, served: str):
+        self.run, self.served = run, served
 
     def __call__(self, args):
-        CALLS["fallback"] += 1
+        CALLS[self.served] += 1
         return self.run(args)
 
 

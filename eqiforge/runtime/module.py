@@ -32,6 +32,11 @@ from .torch_plan import BucketedPlan, TorchPlan, compile_function, standalone_so
 
 log = logging.getLogger("eqiforge")
 
+#: what served a call, in ``calls``: a plan; the program compiled by Inductor or as written, chosen over the
+#: plan; the program as written because no plan could serve the call
+SERVED = ("plan", "inductor", "original", "fallback")
+FALLBACK = SERVED.index("fallback")
+
 
 class OptimizedModule(torch.nn.Module):
     """Callable like the original; ``plan``, ``report`` and ``source`` show what it runs.
@@ -64,16 +69,19 @@ class OptimizedModule(torch.nn.Module):
         self._pending = None  # the call whose plan the PlanCache is building
         self.symbolic: dict[str, int] = {}  # a plan for every value of these symbols (their lower bounds)
         self._symbolic_plans: list[OptimizedModule] = []  # built for other signatures, tried before building
-        self._counts = [0, 0, 0]  # calls this module answered with a plan, the original program chosen, a fallback
+        self._counts = [0] * len(SERVED)  # calls answered, by what served them (SERVED's order)
+        self._original_served = SERVED.index("original")  # the counter of the original chosen (run_original)
         self._set_entry(self._plan_result())
 
-    def run_original(self, fn, why: str, what: str = "the original program") -> None:
-        """Calls run ``fn``, the program as the user wrote it (``what`` says how it runs), behind the same
-        input check: the plan is no better. ``runner`` and ``source`` still show the plan."""
+    def run_original(self, fn, why: str, compiled: bool = False) -> None:
+        """Calls run ``fn``, the program as the user wrote it (``compiled``: by Inductor), behind the same input
+        check: the plan is no better (``why``). ``runner`` and ``source`` still show the plan."""
         self._original = fn
+        self._original_served = SERVED.index("inductor" if compiled else "original")
         if isinstance(fn, torch.nn.Module):
             self.original = fn  # a submodule: it moves with .to() and shows in state_dict()
         self._set_entry("original({args})", runs_original=True)
+        what = "the original program compiled by Inductor" if compiled else "the original program"
         self.report.runs = f"{what} ({why})"
 
     def alternative(self, runner, source: str, plan) -> OptimizedModule:
@@ -112,11 +120,13 @@ class OptimizedModule(torch.nn.Module):
 
     @property
     def calls(self) -> dict[str, int]:
-        """Calls so far that ran an EqiForge plan (``"plan"``), the original program because it was predicted or
-        measured no slower (``"original"``, as ``report.runs`` says), and the original program because no plan
-        could serve the call (``"fallback"``: past the plan cache's capacity, or a plan that could not be
-        built, said in ``shape_log``); this module's and those of the plans it built for other signatures."""
-        counts = dict(zip(("plan", "original", "fallback"), self._counts))
+        """Calls so far, by what served them (``SERVED``): an EqiForge plan (``"plan"``, however compiled); the
+        program compiled by Inductor (``"inductor"``) or as written (``"original"``), chosen because it was
+        predicted or measured no slower than the plan (``report.runs`` says which and why); and the program as
+        written because no plan could serve the call (``"fallback"``: past the plan cache's capacity, or a plan
+        that could not be built, said in ``shape_log``); this module's and those of the plans it built for
+        other signatures."""
+        counts = dict(zip(SERVED, self._counts))
         for module in self.plans.values() if self.plans is not None else ():
             for k, v in module.calls.items():
                 counts[k] += v
@@ -124,7 +134,7 @@ class OptimizedModule(torch.nn.Module):
 
     def reset_calls(self) -> None:
         """Start ``calls`` from zero (what EqiForge ran while choosing this module's plan is not the user's)."""
-        self._counts[:] = [0, 0, 0]  # in place: the generated entry counts into this list
+        self._counts[:] = [0] * len(SERVED)  # in place: the generated entry counts into this list
 
     def plan_calls(self, call: CallSpec, replan=None, original=None, capacity: int = DEFAULT_CAPACITY) -> None:
         """Calls flatten like ``call`` (the example's). With ``replan``, a call at another signature runs the
@@ -158,7 +168,7 @@ class OptimizedModule(torch.nn.Module):
         """A call this module's plan is for (its tensor leaves ``tensors``): the plan, or the original program."""
         if self._original is None:
             return self._entry(*tensors)
-        self._counts[1] += 1
+        self._counts[self._original_served] += 1
         return self._original(*args, **kwargs)
 
     def accepts(self, tensors: list) -> bool:
@@ -188,7 +198,7 @@ class OptimizedModule(torch.nn.Module):
                 self._past_capacity = True
                 self._note(f"past the {self.plans.capacity} signatures this module builds plans for: calls at "
                            "other new signatures run the original program", warn=True)
-            self._counts[2] += 1
+            self._counts[FALLBACK] += 1
             return self._original_program(*args, **kwargs)
         why, start = self._difference(leaves, tree), time.perf_counter()
         dynamic = self._changed_dims(key)
@@ -199,7 +209,7 @@ class OptimizedModule(torch.nn.Module):
             self._unplanned[key] = failed
             self._note(f"no plan for a call at another signature than the example's ({why}): {failed}; it runs "
                        "the original program", warn=True)
-            self._counts[2] += 1
+            self._counts[FALLBACK] += 1
             return self._original_program(*args, **kwargs)
         if module.symbolic:
             self._symbolic_plans.append(module)
@@ -293,7 +303,7 @@ class OptimizedModule(torch.nn.Module):
             guard = [f"    if not fast.check({args}):", *("    " + line for line in guard),
                      f"        fast.learn({args})"]
         guard += bind + ([f"    if not ({' and '.join(sized)}):", f"        return mismatch{call}"] if sized else [])
-        counter = "counts[1] += 1" if self._runs_original else "counts[0] += 1"
+        counter = f"counts[{self._original_served if self._runs_original else 0}] += 1"
         body = [*guard, f"    {counter}", f"    return {result.format(args=args)}"]
         unpack = [f"    {args}{',' if len(names) == 1 else ''} = args"] if names else []
         dispatch = ["    if kwargs or len(args) != " + str(len(names)) + ":", "        return structured(args, kwargs)",

@@ -19,7 +19,7 @@ from ..frontend.symbolic import SizeEnv, SymbolicProgram, symbolic_sizes
 from ..pipeline.compile import compile_graph
 from ..pipeline.options import Options
 from ..pipeline.report import StageTimer
-from ..runtime.aot import CALLS, FALLBACKS, REPORTS, at_hint, concrete, fallback_compiler, is_symbolic
+from ..runtime.aot import CALLS, FALLBACKS, REPORTS, at_hint, chosen, concrete, fallback_compiler, is_symbolic
 from ..runtime.inductor_plan import InductorPlan
 from ..runtime.plan_cache import PlanCache, signature
 from ..runtime.torch_plan import BucketedPlan
@@ -68,6 +68,7 @@ class ShapePlans:
         self.dynamic = [i for i, a in enumerate(self.examples) if is_symbolic(a)]
         self.cache = PlanCache(self._build, capacity)
         self.runs, self.fallback_runs, self.why = Counter(), Counter(), {}
+        self.chosen: set = set()  # signatures whose graph was predicted no slower than their plan
         self._fallback_run = None
         self.symbolic, self.symbolic_why = _symbolic_plan(gm, self.examples, opts, weights)
         self.graph_every_size = None  # the graph as the fallback compiles it, where measured faster than the plan
@@ -77,7 +78,7 @@ class ShapePlans:
     def __call__(self, args):
         if self.graph_every_size is not None:
             self.fallback_runs["every size"] += 1
-            CALLS["fallback"] += 1
+            CALLS[chosen(self.fallback)] += 1  # measured faster than the plan for every size
             return self.graph_every_size(list(args))
         if self.symbolic is not None and self.symbolic.accepts(args):
             self.runs["every size"] += 1
@@ -91,6 +92,8 @@ class ShapePlans:
                     plan = self.cache.get(key)
                 except _NoPlan as err:
                     self.why[key], quiet = str(err), err.quiet
+                    if err.quiet:  # predicted no better: the graph chosen, not a miss
+                        self.chosen.add(key)
                 else:
                     self.runs[key] += 1
                     CALLS["plan"] += 1
@@ -100,7 +103,7 @@ class ShapePlans:
             if not quiet:
                 warnings.warn(f"eqiforge: {self.why[key]}; this shape runs {FALLBACKS[self.fallback]}", stacklevel=2)
         self.fallback_runs[key] += 1
-        CALLS["fallback"] += 1
+        CALLS[chosen(self.fallback) if key in self.chosen else "fallback"] += 1
         return self._fallback(args)
 
     def summary(self) -> str:
