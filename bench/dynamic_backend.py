@@ -79,8 +79,9 @@ def main() -> None:
     for length, close, median, ratio in rows:
         lines.append(f"| {length} | {close} | " + " | ".join(f"{median[k] * 1e6:.0f} ({ratio[k]:.3f})"
                                                              for k in variants) + " |")
-    lines += ["", f"The backend's calls while timed: {counts['plan']} ran a plan, {counts['fallback']} anything "
-              "else.", "", f"Its dynamic graph runs: {report.runs}.", "", f"Measured: {report.measured}.", ""]
+    served = ", ".join(f"{n} {k}" for k, n in counts.items())
+    lines += ["", f"The backend's calls while timed, by what served them: {served}.", "",
+              f"Its dynamic graph runs: {report.runs}.", "", f"Measured: {report.measured}.", ""]
     write_results(args.out, lines)
 
 
