@@ -30,7 +30,7 @@ def main() -> None:
     torch.manual_seed(0)
     model, inputs = joint_scaling.BLOCKS[joint_scaling.DETAILED]()
     model = model.eval()
-    options = dict(backend="triton", device="H100", validate=False, cache=False)
+    options = dict(backend="triton", priced_device="H100", validate=False, cache=False)
     for label, factor in RUNS.items():
         with torch.no_grad():
             opt = eqiforge.optimize(model, inputs, kernel_guide=factor, measure="never", **options)

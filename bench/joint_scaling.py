@@ -61,7 +61,7 @@ def measure_here(name: str, raised: bool, unguided: bool) -> dict:
     with torch.no_grad():
         model = model.eval()
         t0 = time.perf_counter()
-        opt = optimize(model, inputs, backend="triton", device="H100", limits=limits, validate=False,
+        opt = optimize(model, inputs, backend="triton", priced_device="H100", limits=limits, validate=False,
                        cache=False, measure="never", **({"kernel_guide": None} if unguided else {}))
         wall = time.perf_counter() - t0
     r = opt.report

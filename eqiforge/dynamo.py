@@ -3,9 +3,9 @@
 Dynamo hands over an FX graph; AOTAutograd decomposes it to core ATen and splits forward from backward.
 The forward graph goes through the EqiForge pipeline, and the chosen plan is traced to an ATen graph and
 compiled by Inductor (``runtime/inductor_plan.py``): EqiForge's algebra, Inductor's fused kernels.
-``options={"backend": "torch"}`` runs the plan as EqiForge's torch code instead. A plan predicted no better
-than the graph (``decide/verdicts.py``) gives Inductor the original graph (``Report.runs`` says which), so the
-backend is never worse than torch.compile. The backward, and a forward EqiForge cannot take or fails on, is
+``options={"plan_backend": "torch"}`` runs the plan as EqiForge's torch code instead. A plan predicted or
+measured no better than the graph (``decide/``) gives Inductor the original graph (``Report.runs`` says which):
+then the graph runs as a plain torch.compile runs it. The backward, and a forward EqiForge cannot take or fails on, is
 compiled by Inductor (``fallback="eager"``: runs as AOTAutograd built it, op by op). No failure of EqiForge
 fails the user's compile: it warns, saying why, and falls back.
 
@@ -21,8 +21,9 @@ with the new weights, and past ``MAX_REBINDS`` changes it keeps them as inputs (
 graph inputs.
 
 Options: ``torch.compile(model, backend="eqiforge", options={...})`` takes those of ``eqiforge.optimize``
-(backend, rules, limits, device, ...) plus ``fallback`` ("inductor" or "eager"), ``max_shapes`` and
-``freeze`` (True: weights as constants in inference).
+(rules, limits, priced_device, measure, ...; its ``backend`` is ``plan_backend`` here) plus ``fallback``
+("inductor" or "eager"), ``max_shapes`` and ``freeze`` (True: weights as constants in inference).
+torch.compile's ``mode="max-autotune"`` stands for ``measure="always"`` (``MODES``).
 
 Changing shapes: at a call with another shape Dynamo recompiles with those dims symbolic. Such a graph is
 optimized once for every value of them (``_symbolic_plan``): converted to the IR at size hints, optimized
@@ -49,7 +50,7 @@ from . import frontend
 from .decide.graph import PLAN, predicted, race
 from .decide.verdicts import no_better
 from .errors import EqiforgeError
-from .pipeline.options import Options
+from .pipeline.options import DEPRECATED, Options, renamed
 from .runtime.aot import (FALLBACKS, ConstantWeights, Fallback, Selected, chosen, concrete, fallback_compiler,
                           is_symbolic, output_strides)
 from .runtime.aot import CALLS, MAX_REBINDS, REPORTS, SHAPE_PLANS, call_counts  # noqa: F401 - the backend's registries
@@ -58,10 +59,20 @@ from .runtime.plan_cache import DEFAULT_CAPACITY
 from .shapes.graphs import ShapePlans, optimize_fx
 
 
-def eqiforge_backend(gm, example_inputs, options: dict | None = None, **kwargs):
+#: torch.compile's ``mode`` -> the options it stands for under this backend (docs/usage.md): every candidate
+#: timed, and Inductor's compiles of forward graphs autotuned as the mode has Inductor do (its settings for the
+#: mode but CUDA graphs); "reduce-overhead" (CUDA graphs, which EqiForge's plans do not capture) is refused
+MODES = {"default": {}, "max-autotune": {"measure": "always"}, "max-autotune-no-cudagraphs": {"measure": "always"}}
+#: in torch.compile's options "backend" would name a second backend: the plan's is ``plan_backend``
+COMPILE_DEPRECATED = {"backend": "plan_backend", **DEPRECATED}
+
+
+def eqiforge_backend(gm, example_inputs, options: dict | None = None, mode: str | None = None, **kwargs):
     """torch.compile backend entry point. ``options`` (torch.compile's) and keyword arguments are those of
-    ``eqiforge.optimize``, plus ``fallback``, ``max_shapes`` and ``freeze`` (see the module docstring)."""
-    settings = {"backend": "inductor", **(options or {}), **kwargs}
+    ``eqiforge.optimize``, with ``plan_backend`` for its ``backend``, plus ``fallback``, ``max_shapes`` and
+    ``freeze`` (see the module docstring); torch.compile's ``mode`` maps to options by ``MODES``."""
+    settings = {**mode_options(mode), **renamed({**(options or {}), **kwargs}, COMPILE_DEPRECATED)}
+    settings["backend"] = settings.pop("plan_backend", "inductor")
     fallback = settings.pop("fallback", "inductor")
     max_shapes = settings.pop("max_shapes", DEFAULT_CAPACITY)
     freeze = settings.pop("freeze", True)
@@ -83,7 +94,24 @@ def eqiforge_backend(gm, example_inputs, options: dict | None = None, **kwargs):
                                                                 state if freeze else None),
                            bw_compiler=fallback_compiler(fallback, is_backward=True),
                            decompositions=_decompositions())
-    return backend(gm, example_inputs)
+    with torch._inductor.config.patch(inductor_settings(mode)):
+        return backend(gm, example_inputs)
+
+
+def inductor_settings(mode: str | None) -> dict:
+    """Inductor's settings for torch.compile's ``mode``, less CUDA graphs (``MODES``)."""
+    return {k: v for k, v in torch._inductor.list_mode_options(mode).items() if "cudagraphs" not in k} \
+        if mode in MODES else {}
+
+
+def mode_options(mode: str | None) -> dict:
+    """The options torch.compile's ``mode`` stands for; an EqiforgeError for a mode this backend does not take."""
+    if mode is None or mode in MODES:
+        return dict(MODES.get(mode, {}))
+    if mode == "reduce-overhead":
+        raise EqiforgeError("torch.compile's mode='reduce-overhead' captures CUDA graphs, which EqiForge's plans do "
+                            "not; leave mode out, or use mode='max-autotune' (every candidate timed)")
+    raise EqiforgeError(f"unknown torch.compile mode {mode!r} for backend='eqiforge'; it takes {sorted(MODES)}")
 
 
 #: fused attention stays one PyTorch call (an extern of the plan) in every graph the backend takes. Inductor

@@ -332,8 +332,8 @@ def test_rms_norm_then_linear_moves_the_normalisation_after_the_product():
         def forward(self, x):
             return self.lin(x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * self.w)
     fn, x = RMSLinear().eval(), torch.randn(4096, 1024)
-    opt = eqiforge.optimize(fn, (x,), backend="triton", device="H200", validate=False)  # planned only: too big to
-    #                                                                                      interpret
+    # planned only: too big to interpret
+    opt = eqiforge.optimize(fn, (x,), backend="triton", priced_device="H200", validate=False)
     g = opt.plan.graph
     kernels = [g.nodes[i] for i in g.live_nodes() if g.nodes[i].op in ("GemmK", "RowReduceK", "PointwiseK")]
     assert [k.op for k in kernels] == ["RowReduceK", "GemmK"]
@@ -396,12 +396,12 @@ def test_decoding_attention_splits_the_key_axis():
     torch.manual_seed(0)
     q, k, v = torch.randn(1, 8, 1, 64), torch.randn(1, 8, 2048, 64), torch.randn(1, 8, 2048, 64)
     fn = lambda q, k, v: torch.nn.functional.scaled_dot_product_attention(q, k, v)  # noqa: E731
-    opt = eqiforge.optimize(fn, (q, k, v), backend="triton", device="H200")
+    opt = eqiforge.optimize(fn, (q, k, v), backend="triton", priced_device="H200")
     with torch.no_grad():
         assert_close(opt(q, k, v), fn(q, k, v))
     assert len(attention_nodes(opt)) == 1
     assert "key axis split in 8 shares of 256 keys" in opt.source and "_combine_kernel[" in opt.source
-    prefill = eqiforge.optimize(fn, (torch.randn(1, 8, 2048, 64),) * 3, backend="triton", device="H200",
+    prefill = eqiforge.optimize(fn, (torch.randn(1, 8, 2048, 64),) * 3, backend="triton", priced_device="H200",
                                 validate=False)  # its form is the point: 2048 queries interpret for a minute
     assert "combine" not in prefill.source  # 256 query tiles fill the SMs by themselves
 

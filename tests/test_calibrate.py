@@ -81,7 +81,7 @@ def test_torch_plans_of_cpu_tensors_are_priced_for_this_cpu(fake_measure, monkey
     opt = eqiforge.optimize(lambda a: (a @ a).relu(), (x,))
     assert opt.report.cost_model == "roofline prior (cpu)"
     assert get_cost_model("roofline", "H100").name.startswith("roofline prior (H100; published-time fit")
-    named = eqiforge.optimize(lambda a: (a @ a).relu(), (x,), device="A100")
+    named = eqiforge.optimize(lambda a: (a @ a).relu(), (x,), priced_device="A100")
     assert named.report.cost_model == get_cost_model("roofline", "A100").name
     assert default_device("triton", [x]) is None and default_device("torch", [x]) == "cpu"
     monkeypatch.setenv("EQIFORGE_DEVICE", "L40S")

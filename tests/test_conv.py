@@ -114,7 +114,7 @@ def test_parallel_convolutions_of_one_input_merge():
             return torch.relu(self.a(x)), torch.sigmoid(self.b(x))
     model = Branches().eval()
     x = torch.randn(1, 16, 8, 8)
-    opt = eqiforge.optimize(model, (x,), device="H100")
+    opt = eqiforge.optimize(model, (x,), priced_device="H100")
     assert computed_ops(opt.report)["Conv2d"] == 1, opt.report.summary()
     with torch.no_grad():
         for got, want in zip(opt(x), model(x)):

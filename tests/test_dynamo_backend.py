@@ -80,6 +80,41 @@ def test_deberta_v2_matches_eager():
     assert len(dynamo.REPORTS) > before  # the graph was optimized, not run as a fallback
 
 
+def test_torch_compiles_mode_maps_to_options_and_old_option_names_warn(tmp_path, monkeypatch):
+    """mode="max-autotune" times the candidates (measure="always"); "reduce-overhead" (CUDA graphs) is refused
+    with a clear error; the old names of plan_backend and priced_device still work, with a DeprecationWarning."""
+    monkeypatch.setenv("EQIFORGE_CACHE_DIR", str(tmp_path))
+    w = torch.randn(32, 32)
+
+    def project(x):
+        return torch.relu(x @ w) * 2.0
+    x = torch.randn(16, 32)
+    torch._dynamo.reset()
+    before, autotuned = len(dynamo.REPORTS), []
+    real = dynamo.optimize_fx
+
+    def recording(*args, **kwargs):
+        autotuned.append(torch._inductor.config.max_autotune)
+        return real(*args, **kwargs)
+    monkeypatch.setattr(dynamo, "optimize_fx", recording)
+    with torch.no_grad():
+        assert_close(torch.compile(project, backend="eqiforge", mode="max-autotune")(x), project(x))
+    [report] = dynamo.REPORTS[before:]
+    assert "medians of" in report.measured and autotuned == [True]  # timed; Inductor's settings for the mode
+    assert not torch._inductor.config.max_autotune  # set for the compile only
+    torch._dynamo.reset()
+    with pytest.raises(Exception, match="mode='reduce-overhead' captures CUDA graphs"):
+        torch.compile(project, backend="eqiforge", mode="reduce-overhead")(x)
+    torch._dynamo.reset()
+    with pytest.warns(DeprecationWarning, match="'backend' is now 'plan_backend'"), torch.no_grad():
+        assert_close(torch.compile(project, backend="eqiforge", options={"backend": "torch", "device": "A100",
+                                                                        "measure": "never"})(x), project(x))
+    assert isinstance(dynamo.REPORTS[-1].cost_model, str) and "A100" in dynamo.REPORTS[-1].cost_model
+    with pytest.warns(DeprecationWarning, match="'device' is now 'priced_device'"):
+        opt = eqiforge.optimize(project, (x,), device="A100", measure="never")
+    assert "A100" in opt.report.cost_model
+
+
 def test_a_failure_that_is_no_eqiforge_error_warns_and_falls_back(monkeypatch):
     def broken(*args, **kwargs):
         raise RuntimeError("a bug in the pipeline")
@@ -178,8 +213,8 @@ def test_options_reach_eqiforge():
     torch.manual_seed(0)
     model, x = Attention().eval(), torch.randn(2, 8, 32)
     # the triton backend runs under the Triton interpreter here (tests/conftest.py)
-    options = {"backend": "triton", "rules": ["matmul", "fusion"], "limits": eqiforge.Limits(iterations=2),
-               "device": "A100", "fallback": "eager"}
+    options = {"plan_backend": "triton", "rules": ["matmul", "fusion"], "limits": eqiforge.Limits(iterations=2),
+               "priced_device": "A100", "fallback": "eager"}
     compiled = torch.compile(model, backend="eqiforge", options=options)
     before = len(dynamo.REPORTS)
     with torch.no_grad():
@@ -297,7 +332,7 @@ def test_inference_binds_the_weights_as_constants_and_inductor_compiles_the_plan
 def test_a_changed_weight_reoptimizes_and_never_gives_a_stale_result():
     torch.manual_seed(0)
     model, x = Gated().eval(), torch.randn(2, 8, 32)
-    compiled = torch.compile(model, backend="eqiforge", options={"backend": "torch", "fallback": "eager"})
+    compiled = torch.compile(model, backend="eqiforge", options={"plan_backend": "torch", "fallback": "eager"})
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     before = len(dynamo.REPORTS)
 

@@ -288,7 +288,7 @@ def test_non_finite_constants_in_the_torch_plan():
     ({"backend": "cuda-magic"}, "unknown backend"),
     ({"extractor": "tree"}, "unknown extraction method"),
     ({"colour": "red"}, "unknown option"),
-    ({"device": "TPU"}, "unknown device"),
+    ({"priced_device": "TPU"}, "unknown device"),
 ])
 def test_bad_options_are_clear_errors(options, message):
     fn, inputs = examples.load("mlp")

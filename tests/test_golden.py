@@ -52,7 +52,7 @@ def test_generated_source_matches_its_golden_file(name, backend):
     fn, shapes = PROGRAMS[name]
     inputs = _inputs(*shapes)
     # priced for a table device, not this CPU as measured (which differs between machines); generation only
-    opt = eqiforge.optimize(fn, inputs, backend=backend, device="H100", validate=False,
+    opt = eqiforge.optimize(fn, inputs, backend=backend, priced_device="H100", validate=False,
                             original_if_no_better=False)
     path = GOLDEN / f"{name}.{backend}.py"
     if os.environ.get("EQIFORGE_UPDATE_GOLDEN") == "1":

@@ -21,7 +21,7 @@ def test_the_plan_is_compiled_by_inductor_and_keeps_its_algebraic_win():
         return torch.relu(a @ b @ v) * 2.0
     # priced for a table device: this CPU's calibration is measured afresh per test session, and its launch
     # costs, which dominate at this size, moved the predicted speed-up between 2.7x and 3.4x
-    opt = eqiforge.optimize(chain, (a, b, v), backend="inductor", device="H100")
+    opt = eqiforge.optimize(chain, (a, b, v), backend="inductor", priced_device="H100")
     assert isinstance(opt.runner, InductorPlan) and opt.report.runs == "the plan"
     assert opt.report.speedup > 1.3  # (a @ b) @ v -> a @ (b @ v): two matrix-vector products
     [note] = [n for n in opt.report.lowering_notes if "Inductor" in n]

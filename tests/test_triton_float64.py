@@ -70,10 +70,10 @@ CASES = {
     "rms_norm_by_hand": (rms_norm, {}, ["RowReduceK:rms_norm"]),
     "pointwise_chain": (pointwise_chain, {}, None),
     "long_row_sum": (lambda: (lambda a, b: (a * b).sum(-1), (randn(2, 1 << 14), randn(2, 1 << 14))),
-                     {"device": "H200"}, ["RowReduceK:sum"]),
+                     {"priced_device": "H200"}, ["RowReduceK:sum"]),
     "sdpa": (sdpa, {}, ["AttentionK"]),
     "sdpa_causal": (lambda: sdpa(causal=True), {}, ["AttentionK"]),
-    "sdpa_decode_split_keys": (lambda: sdpa(sq=1, sk=1024), {"device": "H200"}, ["AttentionK"]),
+    "sdpa_decode_split_keys": (lambda: sdpa(sq=1, sk=1024), {"priced_device": "H200"}, ["AttentionK"]),
 }
 
 

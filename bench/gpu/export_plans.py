@@ -1,7 +1,7 @@
 """Optimize the GPU suite here (CPU, egglog) and export each plan for ``run.py`` on a GPU machine.
 
 The GPU machine has no egglog, so plans are optimized here: each program of the suite (built-in examples at
-GPU sizes, fp16 and fp32) goes through ``eqiforge.optimize(..., backend="triton", device="H200")`` (priced
+GPU sizes, fp16 and fp32) goes through ``eqiforge.optimize(..., backend="triton", priced_device="H200")`` (priced
 for the GPU lent to this project), and ``OptimizedModule.export`` writes the standalone plan (plan.py, params.pt,
 meta.json). Then:
 
@@ -206,7 +206,7 @@ def export(spec: dict, entry: Entry, folder: Path, device) -> dict:
     module, inputs = run.build_program(spec)
     start = time.perf_counter()
     # priced for the GPU lent to this project; checked there (see export_inductor), not on this CPU
-    opt = eqiforge.optimize(module, inputs, backend="triton", device=device, validate=False)
+    opt = eqiforge.optimize(module, inputs, backend="triton", priced_device=device, validate=False)
     seconds = time.perf_counter() - start
     opt.export(folder)
     from_module = keep_folded_only(folder / "params.pt", module)
@@ -236,7 +236,7 @@ def export_inductor(module: torch.nn.Module, inputs, folder: Path, device) -> di
     # no plan check here: at GPU sizes the captured program and the plan would run on this CPU (16k-token
     # attention: tens of GiB; Triton kernels in the interpreter); run.py checks each plan against eager on
     # the GPU and against check.pt's reference
-    opt = eqiforge.optimize(module, inputs, backend="torch", device=device, validate=False)
+    opt = eqiforge.optimize(module, inputs, backend="torch", priced_device=device, validate=False)
     seconds = time.perf_counter() - start
     if not opt.runs_plan:
         return {"runs": opt.report.runs, "runs_plan": False, "optimize_s": seconds}

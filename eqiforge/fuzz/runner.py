@@ -86,8 +86,9 @@ def job_options(config: str, seed: int) -> dict:
     kernel = sorted(n for n, rs in sets.items() if rs.layer == "kernel")
     return {
         # compile: a rejected graph runs unchanged (no Inductor compile per job), the plan as EqiForge's torch code
-        "default": {}, "compile": {"fallback": "eager", "backend": "torch"}, "nonfinite": {"assume_finite": False},
-        "symbolic": {}, "dynamic": {"dynamic": True}, "compile_symbolic": {"fallback": "eager", "backend": "torch"},
+        "default": {}, "compile": {"fallback": "eager", "plan_backend": "torch"},
+        "nonfinite": {"assume_finite": False}, "symbolic": {}, "dynamic": {"dynamic": True},
+        "compile_symbolic": {"fallback": "eager", "plan_backend": "torch"},
         "rules": {"rules": some(algebra)},
         "limits": {"limits": eqiforge.Limits(iterations=2, enodes=2000, seconds=1.0)},
         "greedy": {"extractor": "greedy"}, "ilp": {"extractor": "ilp"}, "nofold": {"fold_constants": False},

@@ -7,6 +7,7 @@ is what it is (the measurements behind it) is in docs/decisions.md.
 from __future__ import annotations
 
 import os
+import warnings
 from dataclasses import dataclass, field, fields, replace
 
 from ..egraph import saturate as sat
@@ -76,11 +77,13 @@ class Runtime:
 
 GROUPS = {"search": Search, "extraction": Extraction, "measuring": Measuring, "shapes": Shapes, "runtime": Runtime}
 RENAMED = {"extractor": ("extraction", "method"), "extract_seconds": ("extraction", "seconds"),
-           "measure": ("measuring", "mode"), "measure_seconds": ("measuring", "seconds"),
-           "shapes": ("shapes", "policy")}
+           "priced_device": ("extraction", "device"), "measure": ("measuring", "mode"),
+           "measure_seconds": ("measuring", "seconds"), "shapes": ("shapes", "policy")}
 #: keyword -> (group, field): a group's field under its own name unless RENAMED gives the keyword
 KEYWORDS = {**{f.name: (group, f.name) for group, kind in GROUPS.items() for f in fields(kind)
                if (group, f.name) not in RENAMED.values() and f.name != "auto"}, **RENAMED}
+#: an old keyword -> its name now: still taken, with a DeprecationWarning ("device" read as a torch.device)
+DEPRECATED = {"device": "priced_device"}
 
 
 @dataclass(frozen=True)
@@ -99,6 +102,7 @@ class Options:
 
     def with_(self, **keywords) -> Options:
         """These options with the settings ``keywords`` names changed, validated."""
+        keywords = renamed(keywords)
         unknown = sorted(set(keywords) - set(KEYWORDS))
         if unknown:
             raise EqiforgeError(f"unknown option(s) {unknown}; known: {sorted(KEYWORDS)}")
@@ -139,3 +143,16 @@ class Options:
         if not 0 <= self.measuring.min_gain < 1:
             raise EqiforgeError(f"min_gain is a fraction in [0, 1) (0.005: a plan must be predicted 0.5% faster); "
                                 f"got {self.measuring.min_gain!r}")
+
+
+def renamed(keywords: dict, deprecated: dict | None = None) -> dict:
+    """``keywords`` with each old name (``DEPRECATED``, or ``deprecated``) under its new one, with a warning."""
+    deprecated = DEPRECATED if deprecated is None else deprecated
+    for old in sorted(set(keywords) & set(deprecated)):
+        new = deprecated[old]
+        if new in keywords:
+            raise EqiforgeError(f"both {old!r} and {new!r} given: {old!r} is the old name of {new!r}")
+        warnings.warn(f"eqiforge: the option {old!r} is now {new!r} (the old name will be removed)",
+                      DeprecationWarning, stacklevel=4)
+        keywords = {(new if k == old else k): v for k, v in keywords.items()}
+    return keywords
