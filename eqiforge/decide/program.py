@@ -103,8 +103,9 @@ def first_race(optimized, fn, args, kwargs, captured, opts: Options, budget: flo
                                                plan.predicted_seconds, source, nodes=graph_nodes(plan.graph)))
         if compiled is not None:
             candidates.append(_compiled_program(compiled, captured, args, kwargs, sets))
+        device = next((t.device.type for t in captured.inputs if isinstance(t, torch.Tensor)), "cpu")
         decision = choice.choose(candidates, opts.measuring.mode, budget, opts.measuring.min_gain,
-                                 opts.runtime.cache, key=captured.graph.format())
+                                 opts.runtime.cache, key=captured.graph.format(), device=device)  # CUDA: synced
     report.measured, report.provisional = decision.describe(), decision.provisional
     raced = compiled is not None and (COMPILED_PROGRAM in decision.medians or COMPILED_PROGRAM in decision.failed)
     if not decision.measured:  # the prediction decides, as with measure="never"
