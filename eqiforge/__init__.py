@@ -9,6 +9,8 @@ profiling and GPU-bench code) import on machines without egglog.
 """
 import importlib
 
+__version__ = "0.1.0"  # the one place the version is written: pyproject.toml reads it from here
+
 _PUBLIC = {"optimize": "api", "Options": "api", "Limits": "egraph.saturate", "EqiforgeError": "errors",
            "Plan": "lower.plan", "Report": "pipeline.report"}
 __all__ = list(_PUBLIC)

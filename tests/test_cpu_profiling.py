@@ -71,7 +71,7 @@ def test_committed_records_are_read_gzipped_and_never_twice(tmp_path):
 
 
 def test_the_shipped_cpu_model_loads_for_the_torch_backend():
-    model = learned.LearnedModel.load(learned.DATA_DIR / "cpu" / learned.MODEL_FILE)
+    model = learned.LearnedModel.load(learned.shipped_model_file("cpu"))
     assert model.header["kernels"] is False and model.header["device"] == "cpu"
     assert model.header["training"]["records"] > 1000
 

@@ -267,33 +267,47 @@ def _as_native_gemm(f: NodeFeatures) -> NodeFeatures | None:
 # ------------------------------------------------------------------------------------------ finding a model
 
 DATA_DIR = Path(__file__).resolve().parents[2] / "bench" / "data"  # a source checkout's measured data
-PACKAGED_DIR = Path(__file__).resolve().parent / "models"  # models shipped in the package
+PACKAGED_DIR = Path(__file__).resolve().parent / "models"  # the shipped models, one folder per device
 MODEL_FILE = "model.npz"
 
 
-def model_paths(device: Device) -> list[Path]:
-    """Where a model for ``device`` may live, most specific first."""
-    return [DATA_DIR / device.name / MODEL_FILE, PACKAGED_DIR / f"{device.name}.npz"]
+def shipped_model_file(device: str | Device) -> Path:
+    """The package's model file for ``device`` (``eqiforge/cost/models/<device>/model.npz``): the one a wheel
+    ships and ``eqiforge cost train`` writes by default, so the model trained is the model installed."""
+    return PACKAGED_DIR / (device if isinstance(device, str) else device.name) / MODEL_FILE
+
+
+def model_paths(device: str | Device) -> list[Path]:
+    """Where a model for ``device`` may live, in the order they are tried: a source checkout's
+    ``bench/data/<device>/model.npz`` (one saved beside its records with ``--out``, not shipped), then the
+    package's own (``shipped_model_file``)."""
+    name = device if isinstance(device, str) else device.name
+    return [DATA_DIR / name / MODEL_FILE, shipped_model_file(name)]
+
+
+def model_path(device: str | Device) -> Path | None:
+    """The model file ``find_model`` loads for ``device``: the first of ``model_paths`` that exists, or None."""
+    return next((p for p in model_paths(device) if p.exists()), None)
 
 
 def find_model(device: str | Device | None = None, kernels: bool = True) -> tuple[LearnedModel | None, str]:
     """(the model for ``device`` whose triton version matches this one, or None; why none when None)."""
     device = get_device(device)
-    existing = [p for p in model_paths(device) if p.exists()]
-    if not existing:
+    path = model_path(device)
+    if path is None:
         return None, "no learned model for this device"
-    model = LearnedModel.load(existing[0])
+    model = LearnedModel.load(path)
     if model.header.get("kernels", True) != kernels:
         trained = "the triton backend's kernels" if model.header.get("kernels", True) else "the torch backend"
-        return None, f"learned model at {existing[0]} was trained for {trained}"
+        return None, f"learned model at {path} was trained for {trained}"
     if model.machine and model.machine != cpu_model():
-        return None, f"learned model at {existing[0]} was trained on the CPU {model.machine!r}, this is {cpu_model()!r}"
+        return None, f"learned model at {path} was trained on the CPU {model.machine!r}, this is {cpu_model()!r}"
     threads = model.header.get("device_figures", {}).get("sms")
     if threads and threads != torch.get_num_threads():  # its records were timed, its prior calibrated, with those
-        return None, f"learned model at {existing[0]} was trained with {threads} threads, this process uses " \
+        return None, f"learned model at {path} was trained with {threads} threads, this process uses " \
                      f"{torch.get_num_threads()}"
     library = "triton" if kernels else "torch"  # what the measured times depend on
     here, there = library_versions()[library], model.header["versions"].get(library)
     if here != there:
-        return None, f"learned model at {existing[0]} was trained with {library} {there}, this is {here}"
+        return None, f"learned model at {path} was trained with {library} {there}, this is {here}"
     return model, ""

@@ -1,8 +1,8 @@
 """``eqiforge cost profile|train|eval``: collect records on a GPU (or the CPU), fit the learned model, report its
 decisions.
 
-Data and model live in ``bench/data/<device>/`` (``records.jsonl``, ``model.npz``), where
-``eqiforge --cost-model learned`` finds the model.
+Records live in ``bench/data/<device>/``; the model in the package, ``eqiforge/cost/models/<device>/model.npz``
+(``learned.shipped_model_file``), where ``--cost-model learned`` finds it and a wheel ships it.
 """
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from ..cost.metrics import table
 from ..cost.plans import split_programs
 from ..cost.published import DATASET
 from ..cost.roofline import RooflinePrior
-from ..cost.train import evaluate_models, train_model
+from ..cost.train import evaluate_models, records_device, train_model
 from ..errors import EqiforgeError
 from .candidates import active_selection, sweep
 from .profile import profile
@@ -51,7 +51,7 @@ def _profile(args) -> int:
     out = Path(args.out or learned.DATA_DIR / device.name)
     groups = sweep(device, args.seed)
     if args.active:
-        model = learned.LearnedModel.load(out / learned.MODEL_FILE)
+        model = _saved_model(device.name)
         pool = [r for g in itertools.islice(sweep(device, args.seed + 1), args.pool) for r in g]
         groups = [active_selection(model, pool, args.records, record_features)]
     run = profile(out, groups, cuda_timer, device.name, learned.library_versions(), args.budget, args.records)
@@ -68,7 +68,7 @@ def _profile_cpu(args) -> int:
     out = Path(args.out or learned.DATA_DIR / "cpu")
     groups = sweep_cpu(args.seed)
     if args.active:
-        model = learned.LearnedModel.load(out / learned.MODEL_FILE)
+        model = _saved_model("cpu")
         pool = [r for g in itertools.islice(sweep_cpu(args.seed + 1), args.pool) for r in g]
         groups = [active_selection(model, pool, args.records, record_features)]
     cpu_device()  # calibrated before timing starts (the prior the model corrects)
@@ -85,14 +85,14 @@ def _train(args) -> int:
     if args.plans:
         train, test = split_programs(_plan_groups(args.plans, model.machine), args.held_out, args.seed)
         model.fit_plans(train, {"held_out_programs": len(test), "split_seed": args.seed})
-    where = model.save(args.out or Path(args.data) / learned.MODEL_FILE)
+    where = model.save(args.out or learned.shipped_model_file(model.device))
     print(f"{model.name}: written to {where}")
     return 0
 
 
 def _eval(args) -> int:
     records = read_records(args.data)
-    model = learned.LearnedModel.load(args.model or Path(args.data) / learned.MODEL_FILE)
+    model = learned.LearnedModel.load(args.model) if args.model else _saved_model(records_device(records))
     bare = copy.deepcopy(model)  # kernels as profiled: the MLPs on the prior they were trained against
     bare.header.update(plan_figures={}, kernel_corrections=True)
     bare.header["training"].pop("plans", None)
@@ -114,6 +114,15 @@ def _eval(args) -> int:
             f"learned model: plan figures, MLPs if they rank ({args.folds}-fold)":
                 plans.cross_validated(bare, groups, args.folds, args.seed)}))
     return 0
+
+
+def _saved_model(device: str) -> learned.LearnedModel:
+    """The model ``--cost-model learned`` would load for ``device`` (``learned.model_paths``), unchecked."""
+    path = learned.model_path(device)
+    if path is None:
+        looked = ", ".join(map(str, learned.model_paths(device)))
+        raise EqiforgeError(f"no learned model for {device} (looked in {looked}); train one with `eqiforge cost train`")
+    return learned.LearnedModel.load(path)
 
 
 def _plan_groups(path, machine: str | None) -> list:
@@ -162,7 +171,7 @@ def add_commands(sub) -> None:
     p.add_argument("--records", type=int, default=None, help="stop after this many new records")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--active", action="store_true",
-                   help="measure where the saved model is unsure or predicts the best (needs model.npz in --out)")
+                   help="measure where the saved model is unsure or predicts the best (needs a trained model)")
     p.add_argument("--pool", type=int, default=2000, help="--active: candidate groups to choose from")
     p.set_defaults(run=_profile)
     g = verbs.add_parser("gpu", help="fit GPU figures to published timings (KernelBench's), judged on held-out "
@@ -187,9 +196,10 @@ def add_commands(sub) -> None:
                                        "with figures fitted on the other folds (eval)")
         if verb == "train":
             v.add_argument("--epochs", type=int, default=400)
-            v.add_argument("--out", help="model file (default DATA/model.npz)")
+            v.add_argument("--out", help="model file (default the package's, which --cost-model learned uses "
+                                         "and a wheel ships: eqiforge/cost/models/<device>/model.npz)")
         else:
-            v.add_argument("--model", help="model file (default DATA/model.npz)")
+            v.add_argument("--model", help="model file (default the one --cost-model learned uses)")
             v.add_argument("--folds", type=int, default=5, help="--plans: folds of programs (default 5)")
         v.set_defaults(run=run)
 
