@@ -11,8 +11,10 @@ with other work meanwhile.
 from __future__ import annotations
 
 import ctypes
+import datetime
 import itertools
 import math
+import subprocess
 import sys
 from pathlib import Path
 from typing import Callable
@@ -20,6 +22,7 @@ from typing import Callable
 import torch
 import torch.utils._pytree as pytree
 
+from eqiforge.cost.calibrate import cpu_model
 from eqiforge.decide.load import OtherLoad  # noqa: F401 - the benchmarks' load probe
 from eqiforge.decide.timing import time_candidates
 
@@ -90,9 +93,32 @@ def time_round_robin(variants: dict[str, Callable], input_sets: list[tuple], rep
 
 
 def write_results(out: Path, lines: list[str]) -> None:
-    """Write a benchmark's result page (``lines``, then the command that ran it) to ``out``, and print it."""
+    """Write a benchmark's result page (``lines``, then the command that ran it and where and when it ran:
+    ``provenance()``) to ``out``, and print it."""
     command = " ".join(["python", f"bench/{Path(sys.argv[0]).name}", *sys.argv[1:]])
-    text = "\n".join([*lines, f"`{command}`", ""])
+    text = "\n".join([*lines, f"`{command}`", "", provenance(), ""])
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(text)
     print(text)
+
+
+def provenance() -> str:
+    """One line saying when, at which commit, on which processor and with which torch a result was measured."""
+    when = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    return (f"Measured {when} at commit {_commit()} on {cpu_model()}, torch {torch.__version__}, "
+            f"{torch.get_num_threads()} threads.")
+
+
+def _commit() -> str:
+    """The checkout's short commit, "+dirty" where tracked files changed; "unknown" outside a git checkout."""
+    root = Path(__file__).resolve().parent.parent
+
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, timeout=30,
+                              check=True).stdout.strip()
+    try:
+        commit = git("rev-parse", "--short", "HEAD")
+        changed = git("status", "--porcelain", "--untracked-files=no")
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return f"{commit}+dirty" if changed else commit
