@@ -34,6 +34,7 @@ import torch
 
 import eqiforge
 from eqiforge.cost.calibrate import cache_path, cpu_device
+from eqiforge.decide.timing import HARD_LIMIT
 from measure import TOLERANCE, rel_error, steady_allocator, time_round_robin
 from run_cpu import SUITES, fresh
 
@@ -119,6 +120,25 @@ def _versus_faster(samples: dict, variant: str, *bases: str) -> float:
     return _paired(samples, variant, min(bases, key=lambda b: statistics.median(samples[b])))
 
 
+def _stages(name: str, report) -> tuple[str, float, float, float]:
+    """(program, its measure stage, its compile stage, the timing's budget) of ``optimize()``'s report."""
+    budget = eqiforge.Options().measuring.seconds
+    return name, report.stage_seconds.get("measure", 0.0), report.stage_seconds.get("compile", 0.0), budget
+
+
+def _stage_table(stage_rows: list) -> list[str]:
+    """The measuring stage of ``optimize()`` against its budget (timing.HARD_LIMIT its allowance), per program."""
+    if not stage_rows:
+        return []
+    within = sum(m <= HARD_LIMIT * b for _, m, _, b in stage_rows)
+    return ["", f"eqiforge.optimize's stages (defaults): the timing (`measure`) against its budget "
+            f"(`measure_seconds`, at most {HARD_LIMIT}x it spent: docs/usage.md#measured-choice), and the Inductor "
+            f"builds it started (`compile`, outside the budget), seconds; within {HARD_LIMIT}x the budget: "
+            f"{within} of {len(stage_rows)}.", "",
+            "| program | measure | compile | budget | measure / budget |", "|---|---|---|---|---|",
+            *(f"| {n} | {m:.2f} | {c:.2f} | {b:.1f} | {m / b:.2f} |" for n, m, c, b in stage_rows)]
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--suite", choices=list(SUITES), default="algebra")
@@ -137,7 +157,7 @@ def main() -> None:
         raise SystemExit("--variants must include compile (the yardstick)")
     ratios = [v for v in variants_run if v not in ("eager", "compile")]
     versus_best = "optimize" in variants_run and "eager" in variants_run
-    rows, first_rows = [], []
+    rows, first_rows, stage_rows = [], [], []
     warm_up()
     if args.cold:
         cpu_device()  # calibrated once, before the first program's caches (cold_caches keeps it)
@@ -154,6 +174,8 @@ def main() -> None:
                     + (f" | {_versus_faster(samples, 'optimize', 'eager', 'compile'):.2f}" if versus_best else "")
                     + (f" | {_runs(variants['optimize'])}" if "optimize" in variants else "") + " |")
         first_rows.append(f"| {name} | " + " | ".join(f"{first_call[v]:.2f}" for v in variants_run) + " |")
+        if "optimize" in variants:
+            stage_rows.append(_stages(name, variants["optimize"].report))
         print(rows[-1], first_rows[-1], flush=True)
     out = Path(args.out) if args.out else \
         RESULTS / ("cpu_inductor.md" if args.suite == "algebra" else f"cpu_inductor_{args.suite}.md")
@@ -172,7 +194,7 @@ def main() -> None:
              "compiled a trivial function first, so no variant pays Dynamo's and Inductor's start-up alone).", "",
              "| program | " + " | ".join(TITLES[v] for v in variants_run) + " |",
              "|---" * (1 + len(variants_run)) + "|"]
-    out.write_text("\n".join(head + rows + first + first_rows) + "\n")
+    out.write_text("\n".join(head + rows + first + first_rows + _stage_table(stage_rows)) + "\n")
     print(f"written {out}")
 
 

@@ -577,3 +577,45 @@ def test_optimize_under_load_reports_a_provisional_choice_and_the_next_optimizat
     assert not quiet.report.provisional and "read from EqiForge's cache" not in quiet.report.measured
     assert "read from EqiForge's cache" in optimized().report.measured
     torch.testing.assert_close(quiet(*inputs), fn(*inputs), rtol=1e-4, atol=1e-3)  # a @ (b @ v): reassociated
+
+
+# ------------------------------------------------------------------------------- the measuring stage's budget
+
+def test_a_stage_inside_another_is_its_own(monkeypatch):
+    """StageTimer: seconds spent in a stage opened inside another count for the inner one only."""
+    from eqiforge.pipeline import report
+    now = [0.0]
+    monkeypatch.setattr(report.time, "perf_counter", lambda: now[0])
+    timer = report.StageTimer()
+    with timer("measure"):
+        now[0] += 1.0
+        with timer("compile"):
+            now[0] += 5.0
+        now[0] += 0.5
+        with timer("compile"):
+            now[0] += 2.0
+    with timer("measure"):
+        now[0] += 0.25
+    assert timer.seconds == {"measure": 1.75, "compile": 7.0}
+
+
+def test_the_builds_a_measured_choice_starts_are_the_compile_stage_not_the_measuring(monkeypatch, tmp_path):
+    """The program compiled by Inductor, a candidate, is built before it is timed: that build (here a stand-in
+    taking 0.4 s on its first call) is reported as the "compile" stage, outside the measuring's budget."""
+    monkeypatch.setenv("EQIFORGE_CACHE_DIR", str(tmp_path))
+    fn, inputs = fusable()
+
+    def slow_to_build(program):
+        built = []
+
+        def run(*args):
+            if not built:
+                time.sleep(0.4)
+                built.append(True)
+            return program(*args)
+        return run
+    monkeypatch.setattr(program, "compiled_original", slow_to_build)
+    with torch.no_grad():
+        opt = eqiforge.optimize(fn, inputs, measure="always", measure_seconds=0.4)
+    stages = opt.report.stage_seconds
+    assert "program under Inductor" in opt.report.measured and stages["compile"] >= 0.4, stages

@@ -38,7 +38,7 @@ def decide_static(optimized, fn, args, kwargs, captured, opts: Options, timer) -
     if opts.runtime.entry.timed and measurable(optimized, opts):  # inductor: predicted (dynamo.py measures)
         with timer("measure"):
             raced = compiled if program_compile_may_win(optimized.report, opts, captured) else None
-            first = first_race(optimized, fn, args, kwargs, captured, opts, budget, raced)
+            first = first_race(optimized, fn, args, kwargs, captured, opts, budget, timer, raced)
     why = first.why
     if first.compiled_won:
         optimized.run_original(compiled, why, compiled=True)
@@ -46,11 +46,12 @@ def decide_static(optimized, fn, args, kwargs, captured, opts: Options, timer) -
         entry = opts.runtime.entry
         optimized.run_original(entry.original(fn), why, compiled=entry.original is compiled_original)
     elif isinstance(optimized.runner, InductorPlan):  # compiled once chosen, not when the original runs
-        optimized.runner.compile(captured.inputs)
+        with timer("compile"):
+            optimized.runner.compile(captured.inputs)
         optimized.report.lowering_notes += optimized.runner.notes
     if not no_inductor and not (why and first.compiled_raced):  # the program won a race its compile ran in
         with timer("measure"):
-            second_race(optimized, fn, args, kwargs, captured, opts, why, compiled, first.compiled_raced)
+            second_race(optimized, fn, args, kwargs, captured, opts, why, compiled, first.compiled_raced, timer)
     elif no_inductor and opts.runtime.auto and optimized.report.measured:
         optimized.report.measured += f"; Inductor not tried: {no_inductor}"
     optimized.next_plans = None  # the e-graph's alternatives are not kept with the module
@@ -65,7 +66,7 @@ def decide_every_size(optimized, fn, args, kwargs, captured, opts: Options, time
         optimized.run_original(fn, why)
     elif opts.runtime.auto and not why_not_inductor(opts, captured, args, kwargs, plans_only=True):
         with timer("measure"):
-            dynamic_inductor_race(optimized, captured, opts)
+            dynamic_inductor_race(optimized, captured, opts, timer)
 
 
 @dataclass
@@ -78,7 +79,8 @@ class FirstRace:
     compiled_won: bool = False
 
 
-def first_race(optimized, fn, args, kwargs, captured, opts: Options, budget: float, compiled=None) -> FirstRace:
+def first_race(optimized, fn, args, kwargs, captured, opts: Options, budget: float, timer,
+               compiled=None) -> FirstRace:
     """The program as written against the plan and the next-best plans where the prediction does not decide,
     and against ``compiled`` (the program compiled by Inductor) when given: the second race would time it
     beside whichever won, so it runs in this one, and a program that wins needs no second race."""
@@ -89,7 +91,8 @@ def first_race(optimized, fn, args, kwargs, captured, opts: Options, budget: flo
         return FirstRace(no_better(optimized, opts))
     sets = choice.input_sets(args, kwargs)
     best = min(report.predicted_after, program_price(report) or report.predicted_after)
-    alternatives = optimized.next_plans.plans(NEXT_PLANS, NEXT_PLANS_BAND * best) if optimized.next_plans else []
+    with timer("lower"):
+        alternatives = optimized.next_plans.plans(NEXT_PLANS, NEXT_PLANS_BAND * best) if optimized.next_plans else []
     others = {f"plan {i}": alternative for i, alternative in enumerate(alternatives, 2)}  # by candidate name
     with torch.no_grad():
         candidates = [
@@ -102,7 +105,7 @@ def first_race(optimized, fn, args, kwargs, captured, opts: Options, budget: flo
             candidates.append(choice.Candidate(name, choice.rotating(lambda a, k, m=module: m(*a, **k), sets),
                                                plan.predicted_seconds, source, nodes=graph_nodes(plan.graph)))
         if compiled is not None:
-            candidates.append(_compiled_program(compiled, captured, args, kwargs, sets))
+            candidates.append(_compiled_program(compiled, captured, args, kwargs, sets, timer))
         device = next((t.device.type for t in captured.inputs if isinstance(t, torch.Tensor)), "cpu")
         decision = choice.choose(candidates, opts.measuring.mode, budget, opts.measuring.min_gain,
                                  opts.runtime.cache, key=captured.graph.format(), device=device)  # CUDA: synced
@@ -120,10 +123,20 @@ def first_race(optimized, fn, args, kwargs, captured, opts: Options, budget: flo
     return FirstRace(measured(decision.why), raced, decision.winner == COMPILED_PROGRAM)
 
 
-def _compiled_program(compiled, captured, args, kwargs, sets) -> choice.Candidate:
+def _compiled_program(compiled, captured, args, kwargs, sets, timer) -> choice.Candidate:
     """The program compiled by Inductor as a candidate (compiled only if it is timed)."""
     return choice.Candidate(COMPILED_PROGRAM, choice.rotating(lambda a, k: compiled(*a, **k), sets), None,
-                            captured.graph.format() + "\n# under Inductor", prepare=lambda: compiled(*args, **kwargs))
+                            captured.graph.format() + "\n# under Inductor",
+                            prepare=building(timer, lambda: compiled(*args, **kwargs)))
+
+
+def building(timer, build):
+    """``build`` as a candidate's ``prepare``: its seconds are the "compile" stage's, not the measuring's, whose
+    budget bounds the timing (docs/decisions.md)."""
+    def prepare():
+        with timer("compile"):
+            return build()
+    return prepare
 
 
 def why_not_inductor(opts: Options, captured, args, kwargs, plans_only: bool = False) -> str:
@@ -141,7 +154,8 @@ def why_not_inductor(opts: Options, captured, args, kwargs, plans_only: bool = F
     return "" if plans_only else choice.unsafe_to_repeat(args, kwargs)
 
 
-def second_race(optimized, fn, args, kwargs, captured, opts: Options, why, compiled, compiled_raced: bool) -> None:
+def second_race(optimized, fn, args, kwargs, captured, opts: Options, why, compiled, compiled_raced: bool,
+                timer) -> None:
     """backend="auto": what runs now (the program as written, or the plan as torch code) against the same
     compiled by Inductor; the faster runs. Beside a plan, the program compiled by Inductor (``compiled``) too,
     unless the first race timed it (``compiled_raced``: the plan beat it there) or the plan is predicted
@@ -156,7 +170,8 @@ def second_race(optimized, fn, args, kwargs, captured, opts: Options, why, compi
         return
     program_sets = choice.input_sets(args, kwargs) if compile_program else None
     program = captured.graph.format()
-    candidates = [] if program_sets is None else [_compiled_program(compiled, captured, args, kwargs, program_sets)]
+    candidates = [] if program_sets is None else [_compiled_program(compiled, captured, args, kwargs, program_sets,
+                                                                    timer)]
     if why:
         candidates.insert(0, choice.Candidate(PROGRAM, choice.rotating(lambda a, k: fn(*a, **k), program_sets),
                                               None, program))
@@ -166,7 +181,7 @@ def second_race(optimized, fn, args, kwargs, captured, opts: Options, why, compi
             choice.Candidate(PLAN, choice.rotating(optimized.runner, sets), None, optimized.source),
             choice.Candidate(COMPILED_PLAN, choice.rotating(inductor, sets), None,
                              optimized.source + "\n# under Inductor",
-                             prepare=lambda: _compiled(inductor, captured.inputs))]
+                             prepare=building(timer, lambda: _compiled(inductor, captured.inputs)))]
     with torch.no_grad():
         decision = choice.choose(candidates, "always", opts.measuring.seconds / 2, opts.measuring.min_gain,
                                  opts.runtime.cache, key=program)
@@ -177,7 +192,7 @@ def second_race(optimized, fn, args, kwargs, captured, opts: Options, why, compi
     elif decision.winner == COMPILED_PLAN:
         if inductor.graph is None:  # the decision came from the cache: compile now
             try:
-                _compiled(inductor, captured.inputs)
+                building(timer, lambda: _compiled(inductor, captured.inputs))()
             except EqiforgeError as err:
                 report.measured += f" ({err}: the plan runs as torch code)"
                 return
@@ -212,7 +227,7 @@ def program_price(report) -> float | None:
     return min(filter(None, (report.predicted_before, report.predicted_written)), default=None)
 
 
-def dynamic_inductor_race(optimized, captured, opts: Options) -> None:
+def dynamic_inductor_race(optimized, captured, opts: Options, timer) -> None:
     """backend="auto" for a plan for every size: its torch code against the same compiled once by Inductor
     with dynamic shapes (``torch.compile(dynamic=True)``: one compile for every size), timed on the example
     call; the faster runs."""
@@ -221,7 +236,7 @@ def dynamic_inductor_race(optimized, captured, opts: Options) -> None:
     sets = choice.input_sets(*captured.inputs)
     faster = choice.Candidate("plan under Inductor (dynamic shapes)", choice.rotating(compiled, sets), None,
                               optimized.source + "\n# under Inductor, dynamic shapes",
-                              prepare=lambda: compiled(*captured.inputs))
+                              prepare=building(timer, lambda: compiled(*captured.inputs)))
     current = choice.Candidate(PLAN, choice.rotating(runner.forward, sets), None, optimized.source)
     with torch.no_grad():
         decision = choice.choose([current, faster], "always", opts.measuring.seconds, opts.measuring.min_gain,

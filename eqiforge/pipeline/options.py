@@ -47,7 +47,7 @@ class Measuring:
     """When a measurement decides what runs (decide/)."""
 
     mode: str = field(default_factory=lambda: os.environ.get("EQIFORGE_MEASURE", "auto"))  # auto | always | never
-    seconds: float = 2.0  # the time budget of one measured choice
+    seconds: float = 2.0  # the budget of the measured choice's timing (at most 1.5x spent; builds outside it)
     min_gain: float = 0.005  # a plan predicted faster by less than this fraction does not replace the program
     original_if_no_better: bool = True  # torch/inductor: a plan no better than the program leaves it running
 

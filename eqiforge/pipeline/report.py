@@ -1,11 +1,14 @@
 """The Report of one optimization: what every stage did, how long it took, and what it predicts."""
 from __future__ import annotations
 
+import logging
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from ..egraph.report import SaturationReport
+
+log = logging.getLogger("eqiforge")
 
 
 @dataclass
@@ -106,15 +109,24 @@ class Report:
 
 
 class StageTimer:
-    """Times named pipeline stages into a dict."""
+    """Times named pipeline stages into a dict; a stage entered inside another is its own (an Inductor
+    build inside the measuring counts as "compile", not "measure"). Stage starts and ends are logged (INFO)."""
 
     def __init__(self):
         self.seconds: dict[str, float] = {}
+        self._inner: list[float] = []  # per open stage: seconds spent in stages opened inside it
 
     @contextmanager
     def __call__(self, stage: str):
+        log.info("%s ...", stage)
         t0 = time.perf_counter()
+        self._inner.append(0.0)
         try:
             yield
         finally:
-            self.seconds[stage] = self.seconds.get(stage, 0.0) + time.perf_counter() - t0
+            elapsed = time.perf_counter() - t0
+            own = elapsed - self._inner.pop()
+            if self._inner:
+                self._inner[-1] += elapsed
+            self.seconds[stage] = self.seconds.get(stage, 0.0) + own
+            log.info("%s done in %.2f s", stage, own)
