@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import argparse
 import gzip
+import json
 import sys
+import time
 from pathlib import Path
 
 import torch
@@ -37,14 +39,13 @@ def main() -> None:
     p.add_argument("--out", default=str(OUT))
     args = p.parse_args()
     import eqiforge
-    from eqiforge.decide import choice
+    from eqiforge.cost.dataset import read_records
     from eqiforge.decide import program as decide_program
     from eqiforge.paths import cache_dir
     from measure import steady_allocator
     print(f"allocator: {steady_allocator()}", file=sys.stderr)  # as bench/'s timings: no page faults in them
     decide_program.NEXT_PLANS, decide_program.NEXT_PLANS_BAND = NEXT_PLANS, BAND
-    records = cache_dir("measure") / choice.RECORDS  # this run's records are what it appends
-    start = records.stat().st_size if records.exists() else 0
+    started = time.time()  # this run's records are those written since (the file may rotate meanwhile)
     wanted = set(args.programs.split(",")) if args.programs else None
     for suite in args.suites.split(","):
         for name, case in SUITES[suite][0].items():
@@ -54,9 +55,7 @@ def main() -> None:
                     opt = eqiforge.optimize(program, example, backend="torch", measure="always",
                                             measure_seconds=args.seconds, cache=False)
                 print(f"{suite}/{name}: {opt.report.measured}", flush=True)
-    with open(records, "rb") as f:
-        f.seek(start)
-        data = f.read()
+    data = "".join(json.dumps(r) + "\n" for r in read_records(cache_dir("measure")) if r["time"] >= started).encode()
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_bytes(gzip.compress(data, mtime=0))
     lines = data.count(b"\n")

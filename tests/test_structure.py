@@ -12,8 +12,9 @@ from eqiforge.egraph import rulesets
 
 PACKAGE = Path(__file__).resolve().parent.parent / "eqiforge"
 # pipeline order; the shared core (ops, ir, errors) comes first and anything may import it
-ORDER = ["paths", "errors", "dims", "examples", "ops", "ir", "frontend", "egraph", "cost", "extract", "lower",
-         "runtime", "pipeline", "decide", "shapes", "profiling", "api", "dynamo", "viz", "synth", "cli", "fuzz"]
+ORDER = ["paths", "errors", "caches", "dims", "examples", "ops", "ir", "frontend", "egraph", "cost", "extract",
+         "lower", "runtime", "pipeline", "decide", "shapes", "profiling", "api", "dynamo", "viz", "synth", "fuzz",
+         "cli"]
 
 
 def _schema_constructors() -> dict[str, list[str]]:
