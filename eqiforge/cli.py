@@ -1,10 +1,11 @@
 """``eqiforge`` on the command line: optimize a program, list rule sets and examples, synthesize and check
-rules; plot, ablate, draw; profile, train and evaluate the learned cost model."""
+rules; plot, ablate, draw; profile, train and evaluate the learned cost model; fuzz; see and clear the cache.
+The settings' flags are pipeline/options.py's (one meaning each, in every subcommand)."""
 from __future__ import annotations
 
 import argparse
-import os
 import sys
+import warnings
 
 import torch
 
@@ -15,26 +16,30 @@ from .viz.commands import add_commands
 
 
 def _optimize(args) -> int:
-    from . import api
+    import json
+
+    from . import __version__, api
     from .frontend import targets
-    from .egraph.saturate import Limits
+    from .pipeline.options import from_arguments
 
     fn, inputs = targets.load_target(args.target, args.example)
-    limits = Limits(iterations=args.iterations, enodes=args.enodes, seconds=args.seconds)
-    rules = args.rules.split(",") if args.rules else None
     print(f"optimizing {args.example or args.target} ...", file=sys.stderr)
     with torch.no_grad():  # inference: the candidates include Inductor's compiles, which record no autograd
-        opt = api.optimize(fn, inputs, rules=rules, limits=limits, extractor=args.extractor, device=args.device,
-                           cost_model=args.cost_model, backend=args.backend, fold_constants=not args.no_fold,
-                           assume_finite=not args.no_assume_finite, validate=not args.no_validate,
-                           cache=not args.no_cache, measure=args.measure, progress=True)
+        opt = api.optimize(fn, inputs, progress=not (args.json or args.quiet), **from_arguments(args))
+    check = _check(fn, opt, inputs)
+    where = opt.export(args.out, inputs) if args.out else None
+    if args.json:
+        print(json.dumps({"program": args.example or args.target, "eqiforge": __version__, "torch": torch.__version__,
+                          "output_check": check, "report": opt.report.as_dict(),
+                          "plan": opt.plan.format() if args.show_plan else None,
+                          "written": str(where) if where else None}, indent=2))
+        return 0
     print(opt.report.summary())
-    print(f"{'output check':<19}  {_check(fn, opt, inputs)}")
+    print(f"{'output check':<19}  {check}")
     if args.show_plan:
         print()
         print(opt.plan.format())
-    if args.out:
-        where = opt.export(args.out, inputs)
+    if where:
         print(f"{'written':<19}  {where}/plan.py (generated source), params.pt, meta.json, check.pt")
     return 0
 
@@ -60,51 +65,61 @@ def _examples(_args) -> int:
 
 
 def parser() -> argparse.ArgumentParser:
+    from . import __version__
+    from .caches import add_commands as add_cache_commands
+    from .examples import add_arguments as add_program_arguments
+    from .fuzz.__main__ import add_commands as add_fuzz_commands
+    from .pipeline.options import add_arguments
+
     p = argparse.ArgumentParser(prog="eqiforge", description="Equality-saturation optimizer for PyTorch programs")
+    p.add_argument("--version", action="version", version=f"eqiforge {__version__} (torch {torch.__version__})")
+    loud = p.add_mutually_exclusive_group()
+    loud.add_argument("-v", "--verbose", action="count", default=0,
+                      help="say more on stderr: -v each stage's start and end and each measured decision, -vv "
+                           "debugging detail")
+    loud.add_argument("-q", "--quiet", action="store_true", help="errors only on stderr (no progress, no warnings)")
     sub = p.add_subparsers(dest="command", required=True)
     o = sub.add_parser("optimize", help="optimize a program and print what happened")
-    o.add_argument("target", nargs="?", help="path.py (Model + get_inputs) or path.py:factory")
-    o.add_argument("--example", help="a built-in example instead of a file (see `eqiforge examples`)")
-    o.add_argument("--rules", help="comma-separated rule sets (default: all; see `eqiforge rules`)")
-    o.add_argument("--backend", default="auto", choices=["auto", "torch", "triton", "inductor"],
-                   help="auto (default: torch code, or on a CPU whichever of it and Inductor's compile of it is "
-                        "measured faster), torch (PyTorch ops, runs anywhere), triton (generated kernels; CUDA, or "
-                        "the Triton interpreter with TRITON_INTERPRET=1) or inductor (the plan compiled by "
-                        "torch.compile's Inductor)")
-    o.add_argument("--out", help="with --backend triton: write the plan (plan.py, params.pt, meta.json) here")
-    o.add_argument("--extractor", default="auto", choices=["auto", "greedy", "ilp"],
-                   help="auto (default): exact ILP on e-graphs up to 20k e-nodes, greedy beyond")
-    o.add_argument("--device", default=None, help="device the cost model prices for (default H100)")
-    o.add_argument("--cost-model", default="roofline", choices=["roofline", "learned"],
-                   help="roofline (default) or learned (the model in bench/data/<device>/; the report names "
-                        "the prior if there is none)")
-    o.add_argument("--iterations", type=int, default=10)
-    o.add_argument("--enodes", type=int, default=50_000)
-    o.add_argument("--seconds", type=float, default=8.0)
-    o.add_argument("--no-fold", action="store_true", help="do not precompute parameter-only expressions")
-    o.add_argument("--no-assume-finite", action="store_true",
-                   help="leave out rules exact for finite values only: NaN/inf as in eager (docs/numerics.md)")
-    o.add_argument("--no-validate", action="store_true", help="skip the plan check against the captured program")
-    o.add_argument("--no-cache", action="store_true",
-                   help="saturate and extract again, even where EqiForge's disk cache holds the answer")
-    o.add_argument("--measure", default=os.environ.get("EQIFORGE_MEASURE", "always"),
-                   choices=["always", "auto", "never"],
-                   help="time the program and the plan on this machine and run the faster (always: the command's "
-                        "default, else $EQIFORGE_MEASURE), only where the prediction does not decide (auto, "
-                        "optimize()'s default), or not")
+    add_program_arguments(o)
+    add_arguments(o)
+    o.add_argument("--out", help="write the plan here: plan.py (its source), params.pt, meta.json, check.pt "
+                                 "(every backend)")
     o.add_argument("--show-plan", action="store_true", help="print the chosen program")
+    o.add_argument("--json", action="store_true",
+                   help="print the report as JSON (predicted and measured times, what runs and why, seconds per "
+                        "stage, e-graph sizes, the plan check) instead of the table: attach it to a bug report")
     o.set_defaults(run=_optimize)
     add_rules_commands(sub)  # rules [synthesize|check]
     sub.add_parser("examples", help="list built-in examples").set_defaults(run=_examples)
     add_commands(sub)  # growth, ablate, draw
-    add_cost_commands(sub)  # cost profile|train|eval
+    add_cost_commands(sub)  # cost profile|gpu|train|eval
+    add_fuzz_commands(sub)  # fuzz
+    add_cache_commands(sub)  # cache info|clear
     return p
+
+
+def _logging(verbose: int, quiet: bool) -> None:
+    """The ``eqiforge`` logger's messages on stderr at the level the flags ask for (one handler, this call's)."""
+    import logging
+    log = logging.getLogger("eqiforge")
+    for handler in [h for h in log.handlers if getattr(h, "eqiforge_cli", False)]:
+        log.removeHandler(handler)
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("eqiforge: %(message)s"))
+    handler.eqiforge_cli = True
+    log.addHandler(handler)
+    log.setLevel(logging.ERROR if quiet else logging.DEBUG if verbose > 1 else logging.INFO if verbose else
+                 logging.WARNING)
 
 
 def main(argv=None) -> int:
     args = parser().parse_args(argv)
+    _logging(args.verbose, args.quiet)
     try:
-        return args.run(args)
+        with warnings.catch_warnings():
+            if args.quiet:  # errors only
+                warnings.simplefilter("ignore")
+            return args.run(args)
     except EqiforgeError as err:
         print(f"eqiforge: error: {err}", file=sys.stderr)
         return 2

@@ -149,3 +149,9 @@ def load(name: str):
     torch.manual_seed(0)
     module, inputs = EXAMPLES[name]()
     return module.eval(), inputs
+
+
+def add_arguments(parser) -> None:
+    """The command line's way to name a program: a file (``frontend.targets.load_target``) or an example."""
+    parser.add_argument("target", nargs="?", help="path.py (Model + get_inputs) or path.py:factory")
+    parser.add_argument("--example", help="a built-in example instead of a file (see `eqiforge examples`)")

@@ -91,3 +91,57 @@ def test_errors_in_the_users_file_are_one_clear_line(tmp_path, capsys, source, m
 def test_optimize_without_finite_only_rules_and_without_the_check(capsys):
     code, out, _ = run(capsys, "optimize", "--example", "mlp", "--no-assume-finite", "--no-validate")
     assert code == 0 and "off (validate=False)" in out and "matches eager" in out
+
+
+def test_version_is_the_packages(capsys):
+    import eqiforge
+    with pytest.raises(SystemExit) as exited:
+        cli.main(["--version"])
+    assert exited.value.code == 0 and capsys.readouterr().out.split()[:2] == ["eqiforge", eqiforge.__version__]
+
+
+def test_optimize_json_is_the_report_as_data_and_verbose_logs_the_stages(capsys):
+    """--json prints one JSON object holding what a bug report needs; -v logs each stage and decision."""
+    import json
+    code, out, err = run(capsys, "-v", "optimize", "--example", "matmul_chain", "--measure", "always",
+                         "--measure-seconds", "1.0", "--json")
+    assert code == 0
+    data = json.loads(out)
+    report = data["report"]
+    assert data["output_check"].startswith("matches eager") and data["program"] == "matmul_chain"
+    assert report["predicted_after"] < report["predicted_before"] and report["runs"] and report["measured"]
+    assert set(report["stage_seconds"]) >= {"capture", "saturate", "extract", "lower", "validate", "measure"}
+    assert report["egraph"]["enodes"] > 0 and report["egraph"]["stop_reason"] == "saturated"
+    for stage in ("capture", "saturate", "measure"):
+        assert f"eqiforge: {stage} done in" in err
+    assert "eqiforge: timing program, plan" in err and "eqiforge: decided: " in err  # timed: --measure always
+
+
+def test_quiet_prints_no_progress_and_the_old_device_flag_is_the_priced_device(capsys):
+    code, out, err = run(capsys, "-q", "optimize", "--example", "mlp", "--measure", "never", "--device", "A100")
+    assert code == 0 and "A100" in out and "matches eager" in out
+    assert err == "optimizing mlp ...\n"  # no log lines, no warnings, no progress bar
+
+
+def test_every_flag_has_help_and_one_meaning_across_subcommands():
+    """Each flag of every subcommand says what it does, and a flag name means the same wherever it appears
+    (the same help text), but for a default a subcommand states itself."""
+    import argparse
+    import re
+    seen = {}
+    sub = next(a for a in cli.parser()._actions if isinstance(a, argparse._SubParsersAction))
+    for name, command in sub.choices.items():
+        nested = [a for a in command._actions if isinstance(a, argparse._SubParsersAction)]
+        commands = [(f"{name} {n}", c) for a in nested for n, c in a.choices.items()] or [(name, command)]
+        for where, parser in commands:
+            for action in parser._actions:
+                if isinstance(action, argparse._HelpAction) or not action.option_strings:
+                    continue
+                assert action.help, f"{where} {action.option_strings} has no help"
+                meaning = re.sub(r"\(default[^)]*\)", "", action.help)
+                for flag in action.option_strings:
+                    if flag in ("--out", "--seed", "--budget", "--records", "--data", "--model", "--device"):
+                        continue  # a folder, a seed, a budget: what it is for is the subcommand's
+                    seen.setdefault(flag, {})[where] = meaning
+    differing = {flag: places for flag, places in seen.items() if len(set(places.values())) > 1}
+    assert not differing, differing

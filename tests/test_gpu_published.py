@@ -170,7 +170,7 @@ def test_a_compiler_fuses_the_calls_between_library_products():
 
 def test_the_gpu_command_fits_and_reports_held_out_programs_and_setup(tmp_path, capsys):
     out = tmp_path / "report.json"
-    assert commands.main(["gpu", "--data", str(FIXTURE), "--json", str(out)]) == 0
+    assert commands.main(["gpu", "--data", str(FIXTURE), "--json-out", str(out)]) == 0
     printed = capsys.readouterr().out
     assert "H100_PCIe_LambdaLabs level 3 (held out), fitted" in printed
     assert "H100_Modal level 1 (fitted on), datasheet" in printed and "configuration choice" in printed

@@ -272,3 +272,14 @@ def test_draw_command_summarises_with_a_note(tmp_path, capsys):
     code, out, _ = run(capsys, "draw", "--example", "matmul_chain", "--rules", "matmul", "--max-nodes", "5",
                        "--out", tmp_path / "e.png")
     assert code == 0 and out.startswith("note: E-graph of matmul_chain has") and png_size(tmp_path / "e.png")
+
+
+def test_the_ablate_commands_modes_are_ablates():
+    """The command line lists the modes without importing the pipeline: the same modes as ``ablate`` takes."""
+    import argparse
+
+    from eqiforge import cli
+    from eqiforge.viz.ablation import MODES
+    sub = next(a for a in cli.parser()._actions if isinstance(a, argparse._SubParsersAction))
+    [mode] = [a for a in sub.choices["ablate"]._actions if a.dest == "mode"]
+    assert tuple(mode.choices) == MODES

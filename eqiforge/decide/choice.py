@@ -18,6 +18,7 @@ import enum
 import hashlib
 import itertools
 import json
+import logging
 import platform
 import time
 from collections.abc import Callable
@@ -27,7 +28,10 @@ import torch
 import torch.utils._pytree as pytree
 
 from . import evidence, load, timing
+from ..caches import append_bounded, records_max_bytes
 from ..paths import cache_dir, read_entry, write_entry
+
+log = logging.getLogger("eqiforge")
 
 VERSION = 3  # of the decisions and records (2: calls take copies of the inputs in turn; 3: the signed-rank rule)
 DECISIVE = 2.0  # "auto": a candidate predicted this many times faster than every other one runs untimed
@@ -107,7 +111,15 @@ def choose(candidates: list[Candidate], mode: str, budget_s: float, min_gain: fl
     """The candidate that runs (``mode`` "auto" or "always"; "never" is the caller's predicted choice).
     ``candidates`` come simplest first (the program as written leads): a later one replaces an earlier one
     only when measured faster beyond doubt. Unmeasured ("auto" with a decisive prediction, a budget of 0,
-    too few rounds in the budget) the predicted best runs."""
+    too few rounds in the budget) the predicted best runs. The decision is logged (INFO)."""
+    log.info("timing %s (budget %g s)", ", ".join(c.name for c in candidates), budget_s)
+    decision = _choose(candidates, mode, budget_s, min_gain, use_cache, key, device)
+    log.info("decided: %s", decision.describe())
+    return decision
+
+
+def _choose(candidates: list[Candidate], mode: str, budget_s: float, min_gain: float, use_cache: bool, key: str,
+            device: str) -> Decision:
     decided = untimed([(c.name, c.predicted_s) for c in candidates], mode, budget_s)
     if decided is not None:
         return decided
@@ -281,10 +293,4 @@ def _record(candidates: list[Candidate], decision: Decision, key: str, device: s
             "candidates": [{"name": c.name, "predicted_s": c.predicted_s, "measured_s": decision.medians.get(c.name),
                             "failed": decision.failed.get(c.name), **({"nodes": c.nodes} if c.nodes else {})}
                            for c in candidates]}
-    folder = cache_dir("measure")
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        with open(folder / RECORDS, "a") as f:  # one write of one line: whole under concurrent appends
-            f.write(json.dumps(line) + "\n")
-    except OSError:
-        pass
+    append_bounded(cache_dir("measure") / RECORDS, json.dumps(line), records_max_bytes())

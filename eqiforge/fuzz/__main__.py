@@ -19,8 +19,8 @@ from tqdm import tqdm
 from . import runner
 
 
-def parse_args(argv):
-    parser = argparse.ArgumentParser(prog="python -m eqiforge.fuzz", description=__doc__.splitlines()[0])
+def add_arguments(parser) -> None:
+    """The campaign's flags (``eqiforge fuzz`` and ``python -m eqiforge.fuzz``)."""
     parser.add_argument("--programs", type=int, default=50, help="torch-profile programs (default 50)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the first program (default 0)")
     parser.add_argument("--configs", default="all",
@@ -32,21 +32,35 @@ def parse_args(argv):
     parser.add_argument("--timeout", type=float, default=60.0, help="seconds per job before it is a hang")
     parser.add_argument("--workers", type=int, default=2, help="worker processes (default 2)")
     parser.add_argument("--out", required=True, help="directory for the summary and the reproducers")
-    args = parser.parse_args(argv)
-    args.configs = runner.CONFIGS if args.configs == "all" else tuple(args.configs.split(","))
-    unknown = sorted(set(args.configs) - set(runner.CONFIGS))
-    if unknown:
-        parser.error(f"unknown configuration(s) {unknown}; known: {', '.join(runner.CONFIGS)} "
-                     "(the triton ones run with --triton K)")
-    return args
+
+
+def add_commands(sub) -> None:
+    """``eqiforge fuzz`` on the CLI's sub-parsers."""
+    p = sub.add_parser("fuzz", help="a differential fuzz campaign: random programs, optimized and compared with "
+                                    "eager (docs/fuzzing.md)", description=__doc__.splitlines()[0])
+    add_arguments(p)
+    p.set_defaults(run=lambda args: campaign(args, "eqiforge " + shlex.join(sys.argv[1:])))
 
 
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    args = parse_args(argv)
+    parser = argparse.ArgumentParser(prog="python -m eqiforge.fuzz", description=__doc__.splitlines()[0])
+    add_arguments(parser)
+    return campaign(parser.parse_args(argv), "python -m eqiforge.fuzz " + shlex.join(argv))
+
+
+def campaign(args, command: str) -> int:
+    """Run the campaign ``args`` describe (``command``: the command line, for the summary); 1 where any job
+    failed, 2 for an unknown configuration."""
+    configs = runner.CONFIGS if args.configs == "all" else tuple(args.configs.split(","))
+    unknown = sorted(set(configs) - set(runner.CONFIGS))
+    if unknown:
+        print(f"error: unknown configuration(s) {unknown}; known: {', '.join(runner.CONFIGS)} (the triton ones run "
+              "with --triton K)", file=sys.stderr)
+        return 2
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    jobs = runner.plan_jobs(args.programs, args.seed, args.configs, args.per_program, args.triton, args.timeout)
+    jobs = runner.plan_jobs(args.programs, args.seed, configs, args.per_program, args.triton, args.timeout)
     results, failed = [], 0
     start = time.perf_counter()
     with open(out / "results.jsonl", "w") as log, tqdm(total=len(jobs), unit="job", desc="fuzzing") as bar:
@@ -59,7 +73,6 @@ def main(argv=None) -> int:
                 runner.write_reproducer(out, job, outcome)
             bar.set_postfix(failed=failed)
             bar.update(1)
-    command = "python -m eqiforge.fuzz " + shlex.join(argv)
     summary = runner.summarize(results, time.perf_counter() - start, command)
     runner.write_summary(out, summary)
     print(f"{summary['jobs']} jobs: " + ", ".join(f"{summary[s]} {s}" for s in runner.STATUSES) +

@@ -156,3 +156,67 @@ def renamed(keywords: dict, deprecated: dict | None = None) -> dict:
                       DeprecationWarning, stacklevel=4)
         keywords = {(new if k == old else k): v for k, v in keywords.items()}
     return keywords
+
+
+# ------------------------------------------------------------------------------------------ on the command line
+
+def add_arguments(parser, search_only: bool = False, backend: str = backends.AUTO) -> None:
+    """The settings' command-line flags, one meaning each in every subcommand: those that change what is
+    optimized (rules, limits, backend, priced device, extraction, cost model) and, unless ``search_only``,
+    the measuring and the checks. A flag not given leaves the setting at its default (``from_arguments``),
+    but for ``backend``, this subcommand's."""
+    limits = sat.Limits()
+    parser.add_argument("--rules", help="comma-separated rule sets (default: every set of the backend's layers; "
+                                        "`eqiforge rules` lists them)")
+    parser.add_argument("--iterations", type=int, help=f"saturation's iteration limit (default {limits.iterations})")
+    parser.add_argument("--enodes", type=int, help=f"saturation's e-node limit (default {limits.enodes:,})")
+    parser.add_argument("--seconds", type=float,
+                        help=f"saturation's time limit in seconds (default {limits.seconds:g})")
+    parser.add_argument("--backend", choices=backends.NAMES, default=None if backend == backends.AUTO else backend,
+                        help=f"what the plan runs as (default {backend}): auto (PyTorch code, and on CPU tensors "
+                             "whichever of it and Inductor's compile of it is measured faster), torch (PyTorch "
+                             "calls), inductor (the plan compiled by Inductor) or triton (generated kernels: CUDA, "
+                             "or the Triton interpreter with TRITON_INTERPRET=1)")
+    parser.add_argument("--priced-device", "--device", dest="priced_device", help=priced_device_help(
+        "$EQIFORGE_DEVICE, else this CPU for CPU programs on the torch backend, else H100"))
+    parser.add_argument("--extractor", choices=["auto", "greedy", "ilp"],
+                        help="auto (default: the exact ILP on e-graphs up to 20k e-nodes, greedy beyond), greedy "
+                             "or ilp")
+    parser.add_argument("--cost-model", choices=["roofline", "learned"],
+                        help="roofline (default: the calibrated roofline prior) or learned (the package's model "
+                             "trained on measured timings for the device; the report names the prior if none fits)")
+    if search_only:
+        return
+    parser.add_argument("--measure", choices=MEASURE_MODES,
+                        help="time the program, the plan and their Inductor compiles and run the fastest: auto "
+                             "(default, or $EQIFORGE_MEASURE: where the prediction does not decide), always, never")
+    parser.add_argument("--measure-seconds", type=float,
+                        help=f"the time budget of that timing (default {Measuring.seconds:g}; builds outside it)")
+    parser.add_argument("--no-fold", action="store_true", help="do not precompute parameter-only expressions")
+    parser.add_argument("--no-assume-finite", action="store_true",
+                        help="leave out rules exact for finite values only: NaN/inf as in eager (docs/numerics.md)")
+    parser.add_argument("--no-validate", action="store_true", help="skip the plan check against the captured program")
+    parser.add_argument("--no-cache", action="store_true",
+                        help="saturate, extract and measure again, even where EqiForge's disk cache holds the answer")
+
+
+def priced_device_help(default: str) -> str:
+    """The ``--priced-device`` flag's help (every subcommand that prices), with its ``default``."""
+    return (f"the device the cost model prices for, a name of its table (H100, A100, ...) or cpu (default "
+            f"{default}); it changes the prices, never where anything runs (--device: its old name)")
+
+
+def from_arguments(args) -> dict:
+    """The ``optimize`` keywords of the flags ``add_arguments`` defined that were given."""
+    given = {"rules": args.rules.split(",") if args.rules else None, "backend": args.backend,
+             "priced_device": args.priced_device, "extractor": args.extractor, "cost_model": args.cost_model,
+             "measure": getattr(args, "measure", None), "measure_seconds": getattr(args, "measure_seconds", None)}
+    keywords = {k: v for k, v in given.items() if v is not None}
+    bounds = {"iterations": args.iterations, "enodes": args.enodes, "seconds": args.seconds}
+    if any(v is not None for v in bounds.values()):
+        keywords["limits"] = sat.Limits(**{k: v for k, v in bounds.items() if v is not None})
+    for flag, keyword in (("no_fold", "fold_constants"), ("no_assume_finite", "assume_finite"),
+                          ("no_validate", "validate"), ("no_cache", "cache")):
+        if getattr(args, flag, False):
+            keywords[keyword] = False
+    return keywords

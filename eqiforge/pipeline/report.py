@@ -104,6 +104,16 @@ class Report:
         width = max(len(k) for k, _ in rows)
         return "\n".join(f"{k:<{width}}  {v}" for k, v in rows)
 
+    def as_dict(self) -> dict:
+        """The report as plain data (``eqiforge optimize --json``): what was predicted and measured, what runs
+        and why, seconds per stage, the e-graph's sizes, the plan check; numbers in seconds."""
+        fields = {k: v for k, v in self.__dict__.items() if k != "saturation"}
+        return {**fields, "speedup_predicted": self.speedup if self.predicted_after else None,
+                "egraph": {"enodes": self.enodes, "eclasses": self.eclasses, "iterations": self.iterations,
+                           "stop_reason": str(self.stop_reason), "saturation_seconds": self.saturation.seconds,
+                           "from_cache": self.saturation.from_cache},
+                "matches_per_rule": self.matches_per_rule()}
+
     def __str__(self) -> str:
         return self.summary()
 

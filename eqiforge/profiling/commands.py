@@ -12,17 +12,7 @@ import json
 import sys
 from pathlib import Path
 
-from ..cost import learned, plans
-from ..cost.dataset import read_records, record_features
-from ..cost.devices import CUDA_NAMES, DEVICES
-from ..cost.metrics import table
-from ..cost.plans import split_programs
-from ..cost.published import DATASET
-from ..cost.roofline import RooflinePrior
-from ..cost.train import evaluate_models, records_device, train_model
 from ..errors import EqiforgeError
-from .candidates import active_selection, sweep
-from .profile import profile
 
 NO_CUDA = ("eqiforge cost profile: no CUDA device here, nothing measured (run it on a GPU machine; "
            "see bench/data/README.md)")
@@ -30,6 +20,7 @@ NO_CUDA = ("eqiforge cost profile: no CUDA device here, nothing measured (run it
 
 def table_device(cuda_name: str):
     """The device-table entry a CUDA device name (e.g. 'NVIDIA H100 80GB HBM3') refers to."""
+    from ..cost.devices import CUDA_NAMES, DEVICES
     if cuda_name in CUDA_NAMES:
         return DEVICES[CUDA_NAMES[cuda_name]]
     key = cuda_name.upper().replace(" ", "")
@@ -42,7 +33,11 @@ def table_device(cuda_name: str):
 def _profile(args) -> int:
     if args.device == "cpu":
         return _profile_cpu(args)
+    from ..cost import learned
+    from ..cost.dataset import record_features
+    from .candidates import active_selection, sweep
     from .measure import cuda_available, cuda_timer
+    from .profile import profile
     if not cuda_available():
         print(NO_CUDA, file=sys.stderr)
         return 0
@@ -62,9 +57,12 @@ def _profile(args) -> int:
 
 def _profile_cpu(args) -> int:
     """The torch backend's native calls on this CPU, into bench/data/cpu (the GPU records' format)."""
-    from ..cost.calibrate import cpu_device
-    from ..cost.calibrate import cpu_model
+    from ..cost import learned
+    from ..cost.calibrate import cpu_device, cpu_model
+    from ..cost.dataset import record_features
+    from .candidates import active_selection
     from .cpu import cpu_timer, sweep_cpu
+    from .profile import profile
     out = Path(args.out or learned.DATA_DIR / "cpu")
     groups = sweep_cpu(args.seed)
     if args.active:
@@ -80,6 +78,10 @@ def _profile_cpu(args) -> int:
 
 
 def _train(args) -> int:
+    from ..cost import learned
+    from ..cost.dataset import read_records
+    from ..cost.plans import split_programs
+    from ..cost.train import train_model
     records = read_records(args.data)
     model = train_model(records, args.held_out, args.seed, args.machine, epochs=args.epochs)
     if args.plans:
@@ -91,6 +93,11 @@ def _train(args) -> int:
 
 
 def _eval(args) -> int:
+    from ..cost import learned, plans
+    from ..cost.dataset import read_records
+    from ..cost.metrics import table
+    from ..cost.roofline import RooflinePrior
+    from ..cost.train import evaluate_models, records_device
     records = read_records(args.data)
     model = learned.LearnedModel.load(args.model) if args.model else _saved_model(records_device(records))
     bare = copy.deepcopy(model)  # kernels as profiled: the MLPs on the prior they were trained against
@@ -116,8 +123,9 @@ def _eval(args) -> int:
     return 0
 
 
-def _saved_model(device: str) -> learned.LearnedModel:
+def _saved_model(device: str):
     """The model ``--cost-model learned`` would load for ``device`` (``learned.model_paths``), unchecked."""
+    from ..cost import learned
     path = learned.model_path(device)
     if path is None:
         looked = ", ".join(map(str, learned.model_paths(device)))
@@ -126,6 +134,8 @@ def _saved_model(device: str) -> learned.LearnedModel:
 
 
 def _plan_groups(path, machine: str | None) -> list:
+    from ..cost import plans
+    from ..cost.dataset import read_records
     groups = plans.plan_groups(read_records(path), machine)
     if not groups:
         of = f" on the CPU {machine!r}" if machine else ""
@@ -147,14 +157,15 @@ def _calibrate(args) -> int:
 def _gpu(args) -> int:
     """Fit GPU figures to published timings and report them on held-out programs and a held-out GPU setup."""
     from ..cost import gpu_eval
-    from ..cost.published import load_published
+    from ..cost.published import DATASET, load_published
+    args.data = args.data or DATASET
     data = load_published(args.data)
     report = gpu_eval.evaluate(data)
     print(f"{args.data}: {len(data.programs)} programs captured, {len(data.skipped)} not, "
           f"{len(data.timings)} published times (GPUs: {', '.join(data.gpus())})\n")
     print(gpu_eval.tables(report))
-    if args.json:
-        Path(args.json).write_text(json.dumps(report, indent=1, sort_keys=True) + "\n")
+    if args.json_out:
+        Path(args.json_out).write_text(json.dumps(report, indent=1, sort_keys=True) + "\n")
     if args.write:
         print(f"\nfigures written to {gpu_eval.write_figures(report, data.source)}")
     return 0
@@ -169,16 +180,15 @@ def add_commands(sub) -> None:
     p.add_argument("--out", help="records directory (default bench/data/<device>)")
     p.add_argument("--budget", type=float, default=600.0, help="seconds to spend measuring (default 600)")
     p.add_argument("--records", type=int, default=None, help="stop after this many new records")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help="seed of the shapes drawn (default 0)")
     p.add_argument("--active", action="store_true",
                    help="measure where the saved model is unsure or predicts the best (needs a trained model)")
     p.add_argument("--pool", type=int, default=2000, help="--active: candidate groups to choose from")
     p.set_defaults(run=_profile)
     g = verbs.add_parser("gpu", help="fit GPU figures to published timings (KernelBench's), judged on held-out "
                                      "programs (level 3) and a held-out GPU setup (H100 PCIe)")
-    g.add_argument("--data", default=str(DATASET),
-                   help="published timings (default bench/data/gpu/kernelbench.json.gz)")
-    g.add_argument("--json", help="also write the whole report as JSON here")
+    g.add_argument("--data", help="published timings (default bench/data/gpu/kernelbench.json.gz)")
+    g.add_argument("--json-out", help="also write the whole report as JSON to this file")
     g.add_argument("--write", action="store_true", help="write the fitted figures to the package's gpu_figures.json")
     g.set_defaults(run=_gpu)
     c = verbs.add_parser("calibrate", help="measure this CPU for the cost model again (cached per machine)")
@@ -195,7 +205,7 @@ def add_commands(sub) -> None:
                                        "figures on their training programs (train), rank every program's plans "
                                        "with figures fitted on the other folds (eval)")
         if verb == "train":
-            v.add_argument("--epochs", type=int, default=400)
+            v.add_argument("--epochs", type=int, default=400, help="training epochs per member (default 400)")
             v.add_argument("--out", help="model file (default the package's, which --cost-model learned uses "
                                          "and a wheel ships: eqiforge/cost/models/<device>/model.npz)")
         else:

@@ -36,6 +36,7 @@ def _check(args) -> int:
 
 
 def add_commands(sub) -> None:
+    from ..pipeline.options import priced_device_help
     from .terms import DEFAULT_OPS, DEFAULT_VARS
     rules = sub.add_parser("rules", help="list rule sets and their rules; synthesize new rules; check a rule file")
     rules.set_defaults(run=_list)
@@ -47,12 +48,13 @@ def add_commands(sub) -> None:
                    help=f"variables NAME:DIM,DIM (size symbols or 1) or NAME:scalar (default {DEFAULT_VARS!r})")
     s.add_argument("--max-size", type=int, default=3, help="ops per side, at most (default 3)")
     s.add_argument("--out", required=True, help="folder for candidates.egg and report.md")
-    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--seed", type=int, default=0, help="seed of the random tensors rules are checked on (default 0)")
     s.add_argument("--time-limit", type=float, default=600.0, help="seconds (default 600): stops and writes")
-    s.add_argument("--device", help="device the report prices rules for (default $EQIFORGE_DEVICE, else cpu)")
+    s.add_argument("--priced-device", "--device", dest="device",
+                   help=priced_device_help("$EQIFORGE_DEVICE, else cpu"))
     s.add_argument("--without", help="comma-separated shipped rules to leave out (do they come back?)")
     s.set_defaults(run=_synthesize)
     c = verbs.add_parser("check", help="verify every rule of a rule file numerically; exit 1 on an unsound one")
-    c.add_argument("file")
-    c.add_argument("--seed", type=int, default=0)
+    c.add_argument("file", help="a rule file (.egg)")
+    c.add_argument("--seed", type=int, default=0, help="seed of the random tensors rules are checked on (default 0)")
     c.set_defaults(run=_check)

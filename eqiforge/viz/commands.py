@@ -13,20 +13,19 @@ from pathlib import Path
 
 def add_commands(sub) -> None:
     """Add the three sub-commands to ``sub`` (the CLI's sub-parsers)."""
-    from .ablate import MODES
     g = _program_parser(sub, "growth", "plot how the e-graph grew during saturation (PNG or SVG)")
     g.add_argument("--out", required=True, help="picture to write: growth.png or growth.svg")
     g.set_defaults(run=_growth)
     a = _program_parser(sub, "ablate", "optimize over rule-set combinations; write a table, CSV and chart")
-    a.add_argument("--mode", default="leave-one-out", choices=MODES,
+    a.add_argument("--mode", default="leave-one-out", choices=("all", "leave-one-out", "each", "subsets"),
                    help="all: every set together; leave-one-out (default): all, then all but one for each set; "
                         "each: none, then each set alone; subsets: all 2^n subsets (n <= 6)")
     a.add_argument("--out", required=True, help="folder for ablation.md, ablation.csv and ablation.png")
     a.add_argument("--jobs", type=int, default=2, help="worker processes (default 2)")
-    a.add_argument("--measure", action="store_true", default=None,
+    a.add_argument("--time", action="store_true", default=None,
                    help="also time each optimized module on this machine's device (median of --repeats calls); "
                         "default: only where CUDA is available")
-    a.add_argument("--repeats", type=int, default=20, help="timed calls per combination with --measure")
+    a.add_argument("--repeats", type=int, default=20, help="timed calls per combination with --time")
     a.set_defaults(run=_ablate)
     d = _program_parser(sub, "draw", "draw the e-graph (extracted e-nodes highlighted) or the chosen plan")
     d.add_argument("--what", default="egraph", choices=["egraph", "plan"], help="egraph (default) or plan")
@@ -37,30 +36,24 @@ def add_commands(sub) -> None:
 
 
 def _program_parser(sub, name: str, help_text: str) -> argparse.ArgumentParser:
-    """A sub-parser taking a program (file or --example), rule sets, saturation limits and the options of
-    ``eqiforge optimize`` that change what is optimized (backend, device, extractor)."""
-    from ..egraph.saturate import Limits
+    """A sub-parser taking a program (file or --example) and the flags of ``eqiforge optimize`` that change what
+    is optimized (rule sets, limits, backend, priced device, extractor, cost model)."""
+    from ..examples import add_arguments as add_program_arguments
+    from ..pipeline.options import add_arguments
     p = sub.add_parser(name, help=help_text, description=help_text)
-    p.add_argument("target", nargs="?", help="path.py (Model + get_inputs) or path.py:factory")
-    p.add_argument("--example", help="a built-in example instead of a file (see `eqiforge examples`)")
-    p.add_argument("--rules", help="comma-separated rule sets (default: all; see `eqiforge rules`)")
-    p.add_argument("--iterations", type=int, default=Limits.iterations, help="saturation iteration limit")
-    p.add_argument("--enodes", type=int, default=Limits.enodes, help="saturation e-node limit")
-    p.add_argument("--seconds", type=float, default=Limits.seconds, help="saturation time limit (s)")
-    p.add_argument("--backend", default="torch", help="backend whose rule sets and prices apply (default torch)")
-    p.add_argument("--device", default=None, help="device the cost model prices for (default H100)")
-    p.add_argument("--extractor", default="auto", help="auto (default), greedy or ilp")
+    add_program_arguments(p)
+    add_arguments(p, search_only=True, backend="torch")
     return p
 
 
 def _program(args):
     """(callable, example inputs, display name, optimize options) from the common arguments."""
     from ..frontend import targets
-    from ..egraph.saturate import Limits
+    from ..pipeline.options import from_arguments
     fn, inputs = targets.load_target(args.target, args.example)
     name = args.example or Path(args.target.partition(":")[0]).name
-    options = {"limits": Limits(iterations=args.iterations, enodes=args.enodes, seconds=args.seconds),
-               "backend": args.backend, "device": args.device, "extractor": args.extractor}
+    options = from_arguments(args)
+    options.pop("rules", None)  # each command passes _rules(args) itself
     return fn, inputs, name, options
 
 
@@ -83,10 +76,10 @@ def _growth(args) -> int:
 
 
 def _ablate(args) -> int:
-    from .ablate import ablate
+    from .ablation import ablate
     fn, inputs, name, options = _program(args)
     started = time.perf_counter()
-    table = ablate(fn, inputs, rules=_rules(args), mode=args.mode, jobs=args.jobs, measure=args.measure,
+    table = ablate(fn, inputs, rules=_rules(args), mode=args.mode, jobs=args.jobs, measure=args.time,
                    repeats=args.repeats, progress=True, name=name, **options)
     paths = table.save(args.out)
     print(table.to_markdown())
