@@ -21,7 +21,7 @@ from pathlib import Path
 
 import torch
 
-from measure import steady_allocator, time_round_robin
+from measure import provenance, steady_allocator, time_round_robin
 
 OUT = Path(__file__).resolve().parent / "results" / "cpu_gemm_forms.md"
 #: (what, rows, input width, output widths of the projections that read the same input)
@@ -95,7 +95,7 @@ def main() -> None:
         r = layouts(rows, width, out, args.repeats)
         lines.append(f"| {rows} x {width} -> {out} | {r['view']:.0f} | {r['contiguous']:.0f} | {r['speedup']:.3f} |")
         print(lines[-1], flush=True)
-    OUT.write_text("\n".join(lines) + "\n")
+    OUT.write_text("\n".join([*lines, "", provenance()]) + "\n")
     print(f"wrote {OUT}")
 
 

@@ -37,7 +37,7 @@ import torch
 
 import eqiforge
 from gpu.hf_blocks import first_tensor
-from measure import TOLERANCE, rel_error, steady_allocator, time_round_robin
+from measure import TOLERANCE, provenance, rel_error, steady_allocator, time_round_robin
 
 OUT = Path(__file__).resolve().parent / "results" / "cpu_hf_models.md"
 BATCH, SEQ, HIDDEN, LAYERS, HEADS, VOCAB = 2, 128, 256, 4, 4, 1024
@@ -272,7 +272,7 @@ def main() -> None:
                   "| model | eager | torch.compile | compile(backend=eqiforge) | speed-up vs torch.compile | "
                   "grad error compile | grad error eqiforge |", "|---|---|---|---|---|---|---|", *train_rows, "",
                   f"Geomean speed-up of the eqiforge backend over torch.compile: {_geomean(train_speedups):.3f}x."]
-    OUT.write_text("\n".join(lines) + "\n")
+    OUT.write_text("\n".join([*lines, "", provenance()]) + "\n")
     print(f"wrote {OUT}")
 
 

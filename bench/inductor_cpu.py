@@ -35,7 +35,7 @@ import torch
 import eqiforge
 from eqiforge.cost.calibrate import cache_path, cpu_device
 from eqiforge.decide.timing import HARD_LIMIT
-from measure import TOLERANCE, rel_error, steady_allocator, time_round_robin
+from measure import TOLERANCE, provenance, rel_error, steady_allocator, time_round_robin
 from run_cpu import SUITES, fresh
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -194,7 +194,7 @@ def main() -> None:
              "compiled a trivial function first, so no variant pays Dynamo's and Inductor's start-up alone).", "",
              "| program | " + " | ".join(TITLES[v] for v in variants_run) + " |",
              "|---" * (1 + len(variants_run)) + "|"]
-    out.write_text("\n".join(head + rows + first + first_rows + _stage_table(stage_rows)) + "\n")
+    out.write_text("\n".join(head + rows + first + first_rows + _stage_table(stage_rows) + ["", provenance()]) + "\n")
     print(f"written {out}")
 
 

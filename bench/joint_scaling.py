@@ -31,6 +31,7 @@ from pathlib import Path
 import torch
 
 from gpu import hf_blocks
+from measure import provenance
 
 OUT = Path(__file__).resolve().parent / "results" / "joint_scaling.md"
 SEQ = 128
@@ -159,7 +160,7 @@ def main() -> None:
     if "matches_per_rule" in results.get(DETAILED, {}):
         lines += ["", *breakdown(results[DETAILED])]
         print("\n".join(breakdown(results[DETAILED])))
-    args.out.write_text("\n".join(lines) + "\n")
+    args.out.write_text("\n".join([*lines, "", provenance()]) + "\n")
     print(f"wrote {args.out}")
 
 

@@ -19,7 +19,7 @@ import torch
 import torch.nn as nn
 
 import eqiforge
-from measure import rel_error
+from measure import provenance, rel_error
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from test_deep_models import LlamaBlock  # noqa: E402 - the block the deep-model tests check
@@ -60,7 +60,7 @@ def main() -> None:
              "blocks, hidden 256, 8 heads (2 key/value heads), batch 2 x 32 tokens; seconds.", "",
              "| layers | blocks | total | " + " | ".join(STAGES) + " | total - capture | repeated blocks | "
              "error vs eager |", "|---" * (6 + len(STAGES)) + "|", *rows]
-    OUT.write_text("\n".join(lines) + "\n")
+    OUT.write_text("\n".join([*lines, "", provenance()]) + "\n")
     print(f"wrote {OUT}")
 
 

@@ -20,6 +20,7 @@ import torch
 
 import eqiforge
 from eqiforge import examples
+from measure import provenance
 
 OUT = Path(__file__).resolve().parent / "results"
 
@@ -63,7 +64,7 @@ def main() -> None:
            f"predicted ({result['cost_model']}): {result['predicted_us_before']:.0f} us -> "
            f"{result['predicted_us_after']:.0f} us",
            f"target saturation + extraction <= 5 s: {verdict} ({med['saturate+extract']:.2f} s)"]
-    (OUT / "optimizer_speed.md").write_text("\n".join(md) + "\n")
+    (OUT / "optimizer_speed.md").write_text("\n".join([*md, "", provenance()]) + "\n")
     print("\n".join(md))
 
 

@@ -33,7 +33,8 @@ import eqiforge
 import families
 import kernelbench_style
 import twins
-from measure import BUSY_CORES, TOLERANCE, OtherLoad, fresh_inputs, rel_error, steady_allocator, time_round_robin
+from measure import (BUSY_CORES, TOLERANCE, OtherLoad, fresh_inputs, provenance, rel_error, steady_allocator,
+                     time_round_robin)
 from programs import PROGRAMS, Program
 from summary import markdown
 
@@ -233,7 +234,7 @@ def main(argv=None) -> int:
         stem = SUITES[suite][1]
         (out / f"{stem}.json").write_text(json.dumps(results, indent=1) + "\n")
         table = markdown(results)
-        (out / f"{stem}.md").write_text(table)
+        (out / f"{stem}.md").write_text(table.rstrip("\n") + "\n\n" + provenance() + "\n")
         print(table)
     return 0
 
