@@ -77,7 +77,7 @@ def ablate(fn, example_inputs, rules=None, mode: str = "leave-one-out", jobs: in
     captured = frontend.capture(fn, example_inputs, fold_params=opts.search.fold_constants)
     # resolved here, once: a worker runs one thread, and this CPU's calibration is per thread count, so
     # workers left to resolve "cpu" priced their rows for another machine than this process's row
-    opts = opts.with_(device=cost.get_device(priced_device(opts, captured.graph, bound=captured.param_inputs)))
+    opts = opts.with_(priced_device=cost.get_device(priced_device(opts, captured.graph, bound=captured.param_inputs)))
     done: dict[tuple[str, ...], dict] = {}
     if names is None:  # "all" is whatever optimize picks by default: learn it from that run
         report = optimize_captured(captured, opts).report
