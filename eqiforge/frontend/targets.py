@@ -42,6 +42,19 @@ def load_target(target: str | None = None, example: str | None = None):
     return model, tuple(_call(f"{path}: get_inputs()", module.get_inputs))
 
 
+def load_zoo(spec: str) -> dict:
+    """name -> (callable, example_inputs) of a zoo: "examples" (every built-in example) or a folder, each of
+    its ``*.py`` files a target as ``load_target`` takes one (Model + get_inputs), in name order."""
+    if spec == "examples":
+        return {name: examples.load(name) for name in sorted(examples.EXAMPLES)}
+    folder = Path(spec)
+    files = sorted(folder.glob("*.py")) if folder.is_dir() else []
+    if not files:
+        raise EqiforgeError(f"--zoo takes 'examples' or a folder of program files (path.py: Model + get_inputs); "
+                            f"{spec!r} is {'a folder without .py files' if folder.is_dir() else 'neither'}")
+    return {path.stem: load_target(str(path)) for path in files}
+
+
 def _call(what: str, fn, *args):
     """``fn(*args)``; what the user's code raises (or a ``sys.exit`` in it) becomes an error naming ``what``."""
     try:

@@ -16,7 +16,11 @@ def add_commands(sub) -> None:
     g = _program_parser(sub, "growth", "plot how the e-graph grew during saturation (PNG or SVG)")
     g.add_argument("--out", required=True, help="picture to write: growth.png or growth.svg")
     g.set_defaults(run=_growth)
-    a = _program_parser(sub, "ablate", "optimize over rule-set combinations; write a table, CSV and chart")
+    a = _program_parser(sub, "ablate", "optimize over rule-set combinations; write a table, CSV and chart (with "
+                                       "--zoo, over programs: a heatmap of each rule set's loss)")
+    a.add_argument("--zoo", help="ablate every program of a zoo leave-one-out instead of one program: 'examples' "
+                                 "(the built-in examples) or a folder of program files; writes zoo.md, zoo.csv and "
+                                 "zoo.png (programs x rule sets)")
     a.add_argument("--mode", default="leave-one-out", choices=("all", "leave-one-out", "each", "subsets"),
                    help="all: every set together; leave-one-out (default): all, then all but one for each set; "
                         "each: none, then each set alone; subsets: all 2^n subsets (n <= 6)")
@@ -77,6 +81,8 @@ def _growth(args) -> int:
 
 def _ablate(args) -> int:
     from .ablation import ablate
+    if args.zoo:
+        return _ablate_zoo(args)
     fn, inputs, name, options = _program(args)
     started = time.perf_counter()
     table = ablate(fn, inputs, rules=_rules(args), mode=args.mode, jobs=args.jobs, measure=args.time,
@@ -84,6 +90,21 @@ def _ablate(args) -> int:
     paths = table.save(args.out)
     print(table.to_markdown())
     print(f"{len(table.rows)} runs in {time.perf_counter() - started:.1f} s; wrote "
+          f"{', '.join(str(p) for p in paths.values())}", file=sys.stderr)
+    return 0
+
+
+def _ablate_zoo(args) -> int:
+    from ..frontend.targets import load_zoo
+    from ..pipeline.options import from_arguments
+    from .zoo import ablate_zoo
+    options = from_arguments(args)
+    options.pop("rules", None)
+    started = time.perf_counter()
+    table = ablate_zoo(load_zoo(args.zoo), _rules(args), args.jobs, progress=True, **options)
+    paths = table.save(args.out)
+    print(table.to_markdown())
+    print(f"{len(table.loss)} programs in {time.perf_counter() - started:.1f} s; wrote "
           f"{', '.join(str(p) for p in paths.values())}", file=sys.stderr)
     return 0
 
