@@ -13,8 +13,8 @@ from eqiforge.egraph import rulesets
 PACKAGE = Path(__file__).resolve().parent.parent / "eqiforge"
 # pipeline order; the shared core (ops, ir, errors) comes first and anything may import it
 ORDER = ["paths", "errors", "caches", "dims", "examples", "ops", "ir", "frontend", "egraph", "cost", "extract",
-         "lower", "runtime", "pipeline", "decide", "shapes", "profiling", "api", "dynamo", "viz", "synth", "fuzz",
-         "cli"]
+         "lower", "runtime", "pipeline", "decide", "shapes", "sweep", "profiling", "api", "dynamo", "viz", "synth",
+         "fuzz", "cli"]
 
 
 def _schema_constructors() -> dict[str, list[str]]:

@@ -1,9 +1,11 @@
 """``python -m eqiforge.fuzz``: a differential fuzz campaign.
 
 Writes DIR/summary.json and DIR/summary.md (counts per configuration and per op family), DIR/results.jsonl
-(one line per job), DIR/workers.log (the workers' output) and DIR/repro_<seed>_<config>.py for every
-wrong, crashing, hanging or invalid job (exit code 1 when there is any) and every job in which the
-optimizer's own plan check intervened.
+(one line per job, in job order), DIR/workers.log (the local workers' output) and DIR/repro_<seed>_<config>.py
+for every wrong, crashing, hanging or invalid job (exit code 1 when there is any) and every job in which the
+optimizer's own plan check intervened. Jobs run in local worker processes, or as tasks on a Ray cluster
+(``--cluster ray``, ``--address``); DIR/sweep.jsonl holds each job's outcome as it arrives, from which
+``--resume`` continues an interrupted campaign.
 """
 from __future__ import annotations
 
@@ -14,7 +16,8 @@ import sys
 import time
 from pathlib import Path
 
-from tqdm import tqdm
+from .. import sweep
+from ..errors import EqiforgeError
 
 from . import runner
 
@@ -30,7 +33,13 @@ def add_arguments(parser) -> None:
     parser.add_argument("--triton", type=int, default=0, metavar="K",
                         help="also K triton-backend jobs on tiny programs, under the Triton interpreter")
     parser.add_argument("--timeout", type=float, default=60.0, help="seconds per job before it is a hang")
-    parser.add_argument("--workers", type=int, default=2, help="worker processes (default 2)")
+    parser.add_argument("--workers", type=int, default=2, help="local worker processes (default 2)")
+    parser.add_argument("--cluster", choices=sweep.CLUSTERS, default=None,
+                        help="where jobs run: local worker processes or a Ray cluster (default $EQIFORGE_CLUSTER, "
+                             "else local; ray needs pip install 'eqiforge[cluster]')")
+    parser.add_argument("--address", default=None, help="the Ray cluster's address (implies --cluster ray)")
+    parser.add_argument("--resume", action="store_true",
+                        help="skip the jobs DIR/sweep.jsonl holds from an interrupted run of the same campaign")
     parser.add_argument("--out", required=True, help="directory for the summary and the reproducers")
 
 
@@ -51,7 +60,7 @@ def main(argv=None) -> int:
 
 def campaign(args, command: str) -> int:
     """Run the campaign ``args`` describe (``command``: the command line, for the summary); 1 where any job
-    failed, 2 for an unknown configuration."""
+    failed, 2 for an unknown configuration or a cluster it cannot use."""
     configs = runner.CONFIGS if args.configs == "all" else tuple(args.configs.split(","))
     unknown = sorted(set(configs) - set(runner.CONFIGS))
     if unknown:
@@ -60,19 +69,25 @@ def campaign(args, command: str) -> int:
         return 2
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    try:
+        executor = sweep.executor_from(args.cluster, args.address,
+                                       local=runner.JobPool(args.workers, str(out / "workers.log")))
+    except EqiforgeError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
     jobs = runner.plan_jobs(args.programs, args.seed, configs, args.per_program, args.triton, args.timeout)
-    results, failed = [], 0
+    if not args.resume:
+        (out / "sweep.jsonl").unlink(missing_ok=True)
     start = time.perf_counter()
-    with open(out / "results.jsonl", "w") as log, tqdm(total=len(jobs), unit="job", desc="fuzzing") as bar:
-        for job, outcome in runner.run_jobs(jobs, args.workers, str(out / "workers.log")):
-            results.append((job, outcome))
-            log.write(json.dumps(runner.as_record(job, outcome)) + "\n")
-            log.flush()
-            failed += outcome.status in runner.FAILURES
-            if runner.needs_reproducer(outcome):
-                runner.write_reproducer(out, job, outcome)
-            bar.set_postfix(failed=failed)
-            bar.update(1)
+    tasks = [sweep.Task(job.name, "fuzz", job) for job in jobs]
+    stored = sweep.run_sweep(executor, runner.run_task, tasks, out / "sweep.jsonl", desc="fuzzing",
+                             failed=lambda result: result["status"] in runner.FAILURES)
+    results = [(job, runner.outcome_from(result)) for job, result in zip(jobs, stored)]
+    (out / "results.jsonl").write_text("".join(json.dumps(runner.as_record(*r)) + "\n" for r in results))
+    for job, outcome in results:
+        if runner.needs_reproducer(outcome):
+            runner.write_reproducer(out, job, outcome)
+    failed = sum(outcome.status in runner.FAILURES for _, outcome in results)
     summary = runner.summarize(results, time.perf_counter() - start, command)
     runner.write_summary(out, summary)
     print(f"{summary['jobs']} jobs: " + ", ".join(f"{summary[s]} {s}" for s in runner.STATUSES) +

@@ -18,6 +18,7 @@ source and a call to :func:`check` with the configuration's options.
 """
 from __future__ import annotations
 
+import atexit
 import collections
 import json
 import math
@@ -472,25 +473,103 @@ def run_jobs(jobs: list[Job], workers: int = 2, log_path: str | None = None):
                     yield job, message
                 else:  # the worker died
                     w.process.join(5)
-                    died = f"exit code {w.process.exitcode}"
                     if w.job is None:
-                        raise RuntimeError(f"a fuzz worker died while starting ({died}); "
+                        raise RuntimeError(f"a fuzz worker died while starting (exit code {w.process.exitcode}); "
                                            f"see {log_path or 'its output'}")
                     w.kill()
                     pool[pool.index(w)] = _Worker(ctx, log_path)
-                    yield w.job, Outcome("crash", f"the worker process died ({died})",
-                                         seconds=time.perf_counter() - w.sent)
+                    yield w.job, _died(w)
             for i, w in enumerate(pool):
                 if w.overdue():
                     if w.job is None:
                         raise RuntimeError(f"a fuzz worker did not start within {w.STARTUP_SECONDS:g} s")
                     w.kill()
                     pool[i] = _Worker(ctx, log_path)
-                    yield w.job, Outcome("hang", f"passed its {w.job.timeout:g} s timeout; killed",
-                                         seconds=time.perf_counter() - w.sent)
+                    yield w.job, _hung(w)
     finally:
         for w in pool:
             w.stop()
+
+
+def _died(worker: _Worker) -> Outcome:
+    return Outcome("crash", f"the worker process died (exit code {worker.process.exitcode})",
+                   seconds=time.perf_counter() - worker.sent)
+
+
+def _hung(worker: _Worker) -> Outcome:
+    return Outcome("hang", f"passed its {worker.job.timeout:g} s timeout; killed",
+                   seconds=time.perf_counter() - worker.sent)
+
+
+# ------------------------------------------------------------------------- one job per task (a cluster)
+
+_child: _Worker | None = None  # this process's warm worker: a Ray worker process runs many tasks in turn
+
+
+@atexit.register
+def _stop_child():
+    """Stop the warm worker at exit (multiprocessing would otherwise wait for it, and it for a job)."""
+    if _child is not None:
+        _child.stop()
+
+
+def run_in_child(job: Job, log_path: str | None = None) -> Outcome:
+    """Run ``job`` in a warm worker process of this one, with the job's timeout, as the pool of
+    :func:`run_jobs` does: a hang kills the worker's process group, a dead worker is a crash, and either is
+    replaced at the next job. A worker that cannot start raises (on Ray: a failed task, retried elsewhere)."""
+    global _child
+    if _child is None:
+        _child = _Worker(multiprocessing.get_context("spawn"), log_path)
+    worker = _child
+    if not worker.ready:
+        if not worker.conn.poll(worker.STARTUP_SECONDS) or _received(worker) != "ready":
+            worker.kill()
+            _child = None
+            raise RuntimeError(f"a fuzz worker did not start within {worker.STARTUP_SECONDS:g} s")
+        worker.ready = True
+    worker.send(job)
+    answered = worker.conn.poll(job.timeout)
+    message = _received(worker) if answered else None
+    if isinstance(message, Outcome):
+        worker.job = None
+        return message
+    worker.kill()  # hung or died: its process group goes, a fresh worker takes the next job
+    _child = None
+    return _died(worker) if answered else _hung(worker)
+
+
+def _received(worker: _Worker):
+    """The worker's next message; None where it died."""
+    try:
+        return worker.conn.recv()
+    except (EOFError, OSError):
+        return None
+
+
+def run_task(task) -> dict:
+    """A sweep task (``eqiforge.sweep.Task``, its payload a Job) run in a child process: its Outcome as a dict."""
+    return asdict(run_in_child(task.payload))
+
+
+def outcome_from(result: dict) -> Outcome:
+    """The Outcome of a sweep result: ``run_task``'s dict, or the executor's crash record of a lost worker."""
+    if "detail" not in result:
+        return Outcome("crash", result["error"])
+    return Outcome(**result)
+
+
+class JobPool:
+    """The local executor of fuzz tasks: :func:`run_jobs`' pool of warm workers (per-job timeouts, hangs
+    killed, dead workers replaced), which runs each task as :func:`run_task` would in a child process."""
+
+    def __init__(self, workers: int = 2, log_path: str | None = None):
+        self.workers, self.log_path = workers, log_path
+
+    def map(self, fn, tasks):
+        assert fn is run_task, "the fuzz pool runs fuzz tasks only"
+        by_name = {task.payload.name: task for task in tasks}
+        for job, outcome in run_jobs([task.payload for task in tasks], self.workers, self.log_path):
+            yield by_name[job.name], asdict(outcome)
 
 
 # ------------------------------------------------------------------------------ summary, reproducers
