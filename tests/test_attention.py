@@ -360,6 +360,7 @@ def _kernels(opt):
     return [g.nodes[i] for i in g.live_nodes() if g.nodes[i].op in ("GemmK", "RowReduceK", "PointwiseK")]
 
 
+@pytest.mark.slow
 def test_layer_norm_then_linear_normalises_in_the_gemm_epilogue():
     """LN(x) W^T + b = rstd * (x W' - mean * colsum(W')) + b' (W' = diag(w) W^T): one kernel computes each row's
     mean and 1/std reading x once, and the GEMM reads x itself, so the normalised rows are never written
@@ -390,6 +391,7 @@ def test_layer_norm_then_linear_normalises_in_the_gemm_epilogue():
     assert fused_plan.report.predicted_after < unfused.report.predicted_after
 
 
+@pytest.mark.slow
 def test_decoding_attention_splits_the_key_axis():
     """One query per head over 2048 keys: 8 query tiles would leave an H200's 132 SMs idle, so the kernel
     runs 8 shares of the key axis per tile and a combine kernel merges them (flash-decoding), as priced."""

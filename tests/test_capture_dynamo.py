@@ -20,6 +20,7 @@ def flat(module, *inputs):
     return capture._Flat(module, call), tensors, names
 
 
+@pytest.mark.slow
 def test_gpt2_without_its_cache_is_captured_by_dynamo_and_matches_eager():
     """GPT-2 returning only its logits with ``use_cache=False`` defeats both earlier paths: torch.export's
     decomposition views a non-contiguous tensor in its Conv1D, and AOTAutograd's trace stops on transformers'

@@ -73,6 +73,7 @@ def test_reproducer_source_round_trips_the_program():
     assert imported == {"os", "torch", "eqiforge"}
 
 
+@pytest.mark.slow
 def test_reproducer_runs_standalone_and_prints_the_verdict(tmp_path):
     job = runner.plan_jobs(1, 3, ("greedy",), per_program=1)[0]
     path = runner.write_reproducer(tmp_path, job, runner.Outcome("crash", "a test"))

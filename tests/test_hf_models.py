@@ -187,7 +187,8 @@ def test_llama_keeps_grouped_query_attention_and_its_cache_passes_back_to_eager(
                                    rtol=1e-4, atol=1e-5)
 
 
-@pytest.mark.parametrize("family", ["llama", pytest.param("gpt2", marks=pytest.mark.slow)])
+@pytest.mark.slow
+@pytest.mark.parametrize("family", ["llama", "gpt2"])
 def test_greedy_decoding_with_the_cache_runs_one_plan_for_every_length_and_gives_eagers_tokens(family):
     """64 tokens: the first step's longer cache gets a plan of its own, the second's a plan for every cache
     length (issue 24); every call runs a plan."""

@@ -181,6 +181,7 @@ print(json.dumps({"errors": errors, "eqiforge": sorted(m for m in sys.modules if
 """
 
 
+@pytest.mark.slow
 def test_an_exported_inductor_plan_runs_compiled_by_inductor_without_egglog(tmp_path):
     """What the GPU suite's inductor variant does on a machine without egglog: bind the exported code to its
     tensors and hand it to torch.compile; it computes what the plan computes here."""

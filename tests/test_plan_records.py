@@ -161,6 +161,7 @@ def test_plan_metrics_of_a_perfect_and_a_reversed_ranking():
     assert plans.plan_metrics([reversed_group], Exact())["top1_regret"] == 15.0
 
 
+@pytest.mark.slow
 def test_plan_figures_survive_saving_and_the_commands_fit_and_rank(tmp_path, capsys):
     groups = synthetic_groups(60, 0, TRUTH)
     records = [{"program": g.program, "candidates": [

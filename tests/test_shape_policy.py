@@ -36,6 +36,7 @@ def test_a_new_shape_gets_a_plan_for_every_size_once_and_the_example_keeps_the_f
     check_close(opt, torch.randn(4, 8), w)
 
 
+@pytest.mark.slow
 def test_past_the_caches_capacity_new_signatures_run_the_original_program():
     calls = []
 

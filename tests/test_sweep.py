@@ -56,6 +56,7 @@ def test_a_sweep_started_again_skips_the_ids_its_results_file_holds(tmp_path):
     assert sorted(ran) == ["t0", "t2", "t3"]
 
 
+@pytest.mark.slow
 def test_a_raising_task_and_a_dying_worker_are_crash_records(tmp_path):
     raising = sweep.run_sweep(sweep.LocalExecutor(2), square, tasks(3, lambda i: None if i == 1 else i),
                               tmp_path / "raising.jsonl")
@@ -91,6 +92,7 @@ def test_without_ray_asking_for_it_says_how_to_install_it(monkeypatch, tmp_path,
     assert "pip install 'eqiforge[cluster]'" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_a_fuzz_task_runs_in_a_child_with_the_jobs_timeout():
     """What a Ray task runs per fuzz job: a hang is a hang outcome (the child killed), the next job a fresh child."""
     hanging_source = "import time\nimport torch\n\ndef make_program():\n    time.sleep(600)\n\n" \

@@ -140,6 +140,7 @@ def test_dims_asked_dynamic_whose_plan_does_not_hold_get_a_plan_for_the_example_
     assert opt.calls == {"plan": 2, "inductor": 0, "original": 0, "fallback": 0} and opt.plans.builds == 1
 
 
+@pytest.mark.slow
 def test_a_size_that_is_not_a_polynomial_of_the_dims_gets_plans_per_size():
     def third(x):  # chunk sizes are ceil(n / 3): a floor division, outside what symbolic plans handle
         return x.chunk(3, dim=0)[-1] * 2.0
@@ -285,6 +286,7 @@ def test_where_the_best_plan_depends_on_the_size_each_range_gets_its_own():
         assert torch.equal(copied(xs, w1, w2)[0], plan(xs, w1, w2)[0])
 
 
+@pytest.mark.slow
 def test_a_strided_window_that_holds_only_above_some_size_is_checked_at_the_smallest():
     """``x[14:15:2]`` at 16 rows is a window of two rows from 14 (frontend/aten.py's strided slice), which torch's
     trace allows from 15 rows: the plan lifted from 16 must be checked at 15 and refused there, so a call at

@@ -126,6 +126,7 @@ def test_switching_kernel_rule_sets_off_gives_more_kernels_and_a_slower_plan():
     assert without.report.predicted_after > every.report.predicted_after
 
 
+@pytest.mark.slow
 def test_joint_choice_beats_algebra_first_then_kernels():
     """(x @ w) * 0.5: priced as PyTorch ops, the scale belongs on the small input x; priced as kernels, it
     is free in the GEMM's epilogue. Choosing both together keeps one kernel."""
@@ -194,6 +195,7 @@ def test_the_pytorch_fallback_of_a_causal_kernel_masks_bottom_right_aligned():
     assert_close(got, want)
 
 
+@pytest.mark.slow
 def test_a_kernel_that_fails_to_build_falls_back_to_pytorch_at_its_first_call():
     fn, inputs = examples.load("mlp")
     opt = eqiforge.optimize(fn, inputs, backend="triton")
