@@ -131,6 +131,7 @@ def test_a_failure_that_is_no_eqiforge_error_warns_and_falls_back(monkeypatch):
     assert dynamo.call_counts()["fallback"] - calls["fallback"] == 1  # a miss, not a choice
 
 
+@pytest.mark.slow
 def test_changing_sequence_lengths_run_one_plan_for_every_length():
     torch.manual_seed(0)
     model = Attention().eval()

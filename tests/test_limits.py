@@ -44,7 +44,8 @@ def square_inputs(n):
     return tuple(torch.randn(8, 8) for _ in range(n))
 
 
-@pytest.mark.parametrize("fn, inputs", [(matmul_chain, square_inputs(201)), (sums_of_products, square_inputs(32))],
+@pytest.mark.parametrize("fn, inputs", [pytest.param(matmul_chain, square_inputs(201), marks=pytest.mark.slow),
+                                        (sums_of_products, square_inputs(32))],
                          ids=["200-matmul-chain", "add-interchange"])
 def test_runaway_programs_stay_within_the_limits(fn, inputs):
     # share_blocks=False: sums_of_products repeats a small block, which alone saturates; the limits are the point

@@ -125,6 +125,7 @@ def hf_llama(layers: int):
     return (lambda ids: model(ids, use_cache=False).last_hidden_state), (torch.randint(0, 128, (2, 8)),)
 
 
+@pytest.mark.slow
 def test_layers_reading_values_computed_once_are_blocks():
     """A Hugging Face Llama computes the rotary tables once and every layer reads views of them, which
     hash-consing makes one node inside the first layer: they are taken out, and each layer is one block

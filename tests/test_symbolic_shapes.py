@@ -127,6 +127,7 @@ def test_a_plan_that_does_not_hold_at_other_sizes_is_not_used_for_them(monkeypat
     assert "none for every size of" in opt.shape_log[0]
 
 
+@pytest.mark.slow
 def test_dims_asked_dynamic_whose_plan_does_not_hold_get_a_plan_for_the_example_with_a_warning(monkeypatch):
     failed = generalize.SizeCheck("s=3", "the plan checked made to fail")
     monkeypatch.setattr(generalize, "_checked", lambda *args: failed)

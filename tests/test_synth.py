@@ -109,6 +109,7 @@ def test_an_unbound_size_on_the_right_is_no_rule():
     assert rule_name(A, B, {"x--x"}) == "x--x-2"
 
 
+@pytest.mark.slow
 def test_synthesize_writes_a_rule_file_that_loads_and_checks_sound_and_a_report(tmp_path, monkeypatch):
     monkeypatch.setenv("EQIFORGE_CACHE_DIR", str(tmp_path / "cache"))
     parser = cli.parser()

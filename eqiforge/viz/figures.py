@@ -49,3 +49,15 @@ def save(fig: Figure, path) -> Path:
     # a 256-colour palette: plots have few colours, and the file is 2-3x smaller (pictures get committed)
     Image.open(buffer).convert("RGB").quantize(256).save(path, optimize=True)
     return path
+
+
+def save_table(table, folder, stem: str, picture: str, draw) -> dict[str, Path]:
+    """``stem``.md, ``stem``.csv and ``stem``.png in ``folder`` (created if needed): ``table``'s Markdown and CSV
+    (``to_markdown``, ``to_csv``) and the picture ``draw(path)`` makes, keyed "markdown", "csv" and ``picture``."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = {"markdown": folder / f"{stem}.md", "csv": folder / f"{stem}.csv", picture: folder / f"{stem}.png"}
+    paths["markdown"].write_text(table.to_markdown())
+    table.to_csv(paths["csv"])
+    draw(paths[picture])
+    return paths

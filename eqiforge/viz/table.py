@@ -5,7 +5,7 @@ import csv
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .figures import new_figure, save
+from .figures import new_figure, save, save_table
 
 #: column -> (Markdown header, format); every row has every column
 COLUMNS = {
@@ -77,13 +77,7 @@ class AblationTable:
 
     def save(self, folder) -> dict[str, Path]:
         """ablation.md, ablation.csv and ablation.png in ``folder`` (created if needed)."""
-        folder = Path(folder)
-        folder.mkdir(parents=True, exist_ok=True)
-        paths = {"markdown": folder / "ablation.md", "csv": folder / "ablation.csv", "chart": folder / "ablation.png"}
-        paths["markdown"].write_text(self.to_markdown())
-        self.to_csv(paths["csv"])
-        self.plot(paths["chart"])
-        return paths
+        return save_table(self, folder, "ablation", "chart", self.plot)
 
 
 def _cell(key: str, value) -> str:

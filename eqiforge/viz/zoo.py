@@ -15,7 +15,7 @@ from pathlib import Path
 
 from ..errors import EqiforgeError
 from .ablation import ablate
-from .figures import new_figure, save
+from .figures import new_figure, save, save_table
 
 
 @dataclass
@@ -70,13 +70,7 @@ class ZooTable:
 
     def save(self, folder) -> dict[str, Path]:
         """zoo.md, zoo.csv and zoo.png in ``folder`` (created if needed)."""
-        folder = Path(folder)
-        folder.mkdir(parents=True, exist_ok=True)
-        paths = {"markdown": folder / "zoo.md", "csv": folder / "zoo.csv", "heatmap": folder / "zoo.png"}
-        paths["markdown"].write_text(self.to_markdown())
-        self.to_csv(paths["csv"])
-        self.heatmap(paths["heatmap"])
-        return paths
+        return save_table(self, folder, "zoo", "heatmap", self.heatmap)
 
 
 def ablate_zoo(programs: dict, rules=None, jobs: int = 2, progress: bool = False, **options) -> ZooTable:
