@@ -371,7 +371,7 @@ def test_layer_norm_then_linear_normalises_in_the_gemm_epilogue():
     # not grow the moments form at all (bench/data/README.md)
     l40s, h200 = get_device("L40S", datasheet=True), get_device("H200", datasheet=True)
     fn, x = LayerNormLinear(4096, 16).eval(), torch.randn(64, 4096) * 2 + 3  # long rows: the fusion pays
-    opt = eqiforge.optimize(fn, (x,), backend="triton", device=l40s)
+    opt = eqiforge.optimize(fn, (x,), backend="triton", priced_device=l40s)
     with torch.no_grad():
         assert_close(opt(x), fn(x), rtol=1e-5)
     stats, gemm = _kernels(opt)
@@ -382,10 +382,10 @@ def test_layer_norm_then_linear_normalises_in_the_gemm_epilogue():
     # planned at a transformer's size on the GPU lent to this project: the same plan, predicted faster
     fn = LayerNormLinear(1024, 1024).eval()
     x = torch.randn(4096, 1024)
-    fused_plan = eqiforge.optimize(fn, (x,), backend="triton", device=h200, validate=False)  # planned only
+    fused_plan = eqiforge.optimize(fn, (x,), backend="triton", priced_device=h200, validate=False)  # planned only
     assert [(k.op, k.attrs[0] if k.op == "RowReduceK" else "") for k in _kernels(fused_plan)] == [
         ("RowReduceK", "moments"), ("GemmK", "")]
-    unfused = eqiforge.optimize(fn, (x,), backend="triton", device=h200, validate=False,
+    unfused = eqiforge.optimize(fn, (x,), backend="triton", priced_device=h200, validate=False,
                                 rules=[r for r in fused_plan.report.rulesets if r != "softmax"])
     assert [k.attrs[0] for k in _kernels(unfused) if k.op == "RowReduceK"] == ["layer_norm"]
     assert fused_plan.report.predicted_after < unfused.report.predicted_after

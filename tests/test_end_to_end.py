@@ -204,9 +204,10 @@ def test_torch_plan_computes_a_vectors_total_as_a_0d_tensor():
     matrix-vector product of the expanded u costs less than two)."""
     u, v, x = torch.randn(1024), torch.randn(768), torch.randn(768)
     for fn in (lambda u, v: (u.unsqueeze(-1) * v).sum(dim=-1), lambda u, v: (u.unsqueeze(-1) + v).sum(dim=-1)):
-        body = check(fn, (u, v), device="cpu").source.split("def plan(", 1)[1]
+        body = check(fn, (u, v), priced_device="cpu").source.split("def plan(", 1)[1]
         assert "v.sum()" in body and not any(view in body for view in ("reshape", "unsqueeze", "expand"))
-    body = check(lambda u, v, x: (u.unsqueeze(-1) * v) @ x, (u, v, x), device="cpu").source.split("def plan(", 1)[1]
+    body = check(lambda u, v, x: (u.unsqueeze(-1) * v) @ x, (u, v, x),
+                 priced_device="cpu").source.split("def plan(", 1)[1]
     assert "torch.dot(v, x)" in body and "reshape" not in body
 
 
@@ -219,12 +220,12 @@ def test_torch_plan_reduces_and_combines_values_without_their_unit_dims():
     x, y, b = torch.randn(128, 256), torch.randn(128, 256), torch.randn(16)
     for fn in (lambda x, y: (x.unsqueeze(2) * y.unsqueeze(1)).sum((1, 2)),
                lambda x, y: torch.bmm(x.unsqueeze(2), y.unsqueeze(1)).sum(dim=(1, 2))):
-        body = check(fn, (x, y), device="cpu").source.split("def plan(", 1)[1]
+        body = check(fn, (x, y), priced_device="cpu").source.split("def plan(", 1)[1]
         assert "y.sum(1)" in body and "(128, 1, 1)" not in body and "matmul" not in body, body
         assert body.count(" = ") == 3, body
-    body = check(lambda x, b: (x[:, :, None] + b[None, None, :]).amax(dim=1), (x, b), device="cpu").source
+    body = check(lambda x, b: (x[:, :, None] + b[None, None, :]).amax(dim=1), (x, b), priced_device="cpu").source
     assert "x.amax(1, True)" in body and body.split("def plan(", 1)[1].count(" = ") == 2, body
-    body = check(lambda a, b: torch.logsumexp(a[:, None] + b[None, :], dim=1), (x[0], y[0]), device="cpu").source
+    body = check(lambda a, b: torch.logsumexp(a[:, None] + b[None, :], dim=1), (x[0], y[0]), priced_device="cpu").source
     assert "torch.logsumexp(b, -1)" in body and "expand" not in body and "native_row_reduce" not in body
 
 
@@ -233,7 +234,7 @@ def test_torch_plan_makes_a_parameters_diagonal_once_at_module_level():
     parameter) and its column form are made once at module level, together, and the plan matches eager."""
     weight = torch.nn.Parameter(torch.randn(16, 16))
     opt = check(lambda x: weight.masked_fill(~torch.eye(16, dtype=torch.bool), 0.0) @ x, (torch.randn(16, 7),),
-                device="cpu")
+                priced_device="cpu")
     module_level, body = opt.source.split("def plan(", 1)
     assert ".diagonal()" in module_level and ".diagonal(" not in body
 
@@ -243,7 +244,7 @@ def test_torch_plan_runs_a_linear_layers_feature_sum_as_a_matrix_vector_product(
     and [1, 1] bias get 1-D and 0-d views made once, and the product is ``torch.mv`` plus the 0-d bias,
     not addmm of a [k, 1] matrix."""
     model = torch.nn.Linear(32, 24).eval()
-    opt = check(lambda x: model(x).sum(dim=-1), (torch.randn(40, 32),), device="cpu")
+    opt = check(lambda x: model(x).sum(dim=-1), (torch.randn(40, 32),), priced_device="cpu")
     body = opt.source.split("def plan(", 1)[1]
     assert "torch.mv(x, " in body and "addmm" not in opt.source and "reshape" not in body
 
@@ -365,7 +366,7 @@ def test_a_plan_slower_than_the_calls_as_written_runs_the_original():
     fn = torch.nn.functional.smooth_l1_loss
     assert [c.op for c in capture(fn, (pred, target)).written] == ["aten.broadcast_tensors.default",
                                                                    "aten.smooth_l1_loss.default"]
-    opt = eqiforge.optimize(fn, (pred, target), device="cpu")
+    opt = eqiforge.optimize(fn, (pred, target), priced_device="cpu")
     r = opt.report
     assert r.predicted_after < r.predicted_before and r.predicted_written < r.predicted_after
     assert opt.report.runs.startswith("the original program (the plan is predicted no faster than the program's")

@@ -62,7 +62,7 @@ def test_a_program_without_a_win_runs_compiled_by_inductor_as_written():
     def gelu2(x):
         return torch.nn.functional.gelu(x) * 2.0
     x = torch.randn(32, 32)
-    opt = eqiforge.optimize(gelu2, (x,), backend="inductor", device="cpu")
+    opt = eqiforge.optimize(gelu2, (x,), backend="inductor", priced_device="cpu")
     assert opt.report.runs.startswith("the original program")
     assert opt.runner.graph is None  # the plan that does not run is not compiled
     assert opt._original is not gelu2 and getattr(opt._original, "__wrapped__", None) is gelu2  # torch.compile's
@@ -77,7 +77,7 @@ def test_a_program_inductor_fails_to_compile_runs_as_written_and_says_so():
     x = torch.randn(7, 4, 2, 4)
     with pytest.raises(Exception, match="Cannot view"):
         torch.compile(keys_in_empty_cache)(x)
-    opt = eqiforge.optimize(keys_in_empty_cache, (x,), backend="inductor", device="cpu")
+    opt = eqiforge.optimize(keys_in_empty_cache, (x,), backend="inductor", priced_device="cpu")
     assert opt.report.runs.startswith("the original program")
     with pytest.warns(UserWarning, match="Inductor failed to compile the program .*it runs as written"):
         torch.testing.assert_close(opt(x), keys_in_empty_cache(x))
@@ -115,7 +115,7 @@ def test_a_plan_inductor_cannot_compile_runs_as_torch_code_and_says_why(monkeypa
 
     def chain(a, b, v):
         return a @ b @ v
-    opt = eqiforge.optimize(chain, (a, b, v), backend="inductor", device="cpu")
+    opt = eqiforge.optimize(chain, (a, b, v), backend="inductor", priced_device="cpu")
     assert opt.runner.graph is None and opt.runner.forward is opt.runner.torch_forward
     assert "Inductor could not compile the plan (RuntimeError: no kernel for this); it runs as EqiForge's torch " \
            "code" in opt.report.lowering_notes
@@ -187,7 +187,7 @@ def test_an_exported_inductor_plan_runs_compiled_by_inductor_without_egglog(tmp_
     tensors and hand it to torch.compile; it computes what the plan computes here."""
     torch.manual_seed(0)
     layer, x = EncoderLayer(d=32, heads=4, ffn=64).eval(), torch.randn(2, 8, 32)
-    opt = eqiforge.optimize(layer, (x,), backend="inductor", device="cpu")
+    opt = eqiforge.optimize(layer, (x,), backend="inductor", priced_device="cpu")
     opt.export(tmp_path, (x,))
     source = (tmp_path / "plan.py").read_text()
     assert "def bind(params):" in source and "import egglog" not in source
@@ -204,7 +204,7 @@ def test_an_exported_inductor_plan_runs_compiled_by_inductor_without_egglog(tmp_
 def test_a_plan_calling_pytorch_through_this_process_cannot_be_exported(tmp_path):
     def program(x):
         return torch.cumprod(x, -1) @ x.mT
-    opt = eqiforge.optimize(program, (torch.randn(8, 8),), backend="inductor", device="cpu",
+    opt = eqiforge.optimize(program, (torch.randn(8, 8),), backend="inductor", priced_device="cpu",
                             original_if_no_better=False)
     with pytest.raises(eqiforge.EqiforgeError, match="the plan calls extern .*cannot be written as code"):
         opt.export(tmp_path)

@@ -225,15 +225,16 @@ def test_few_long_rows_reduce_in_two_stages(dtype):
     h200 = get_device("H200", datasheet=True)
     fn = lambda a, b: (a * b).sum(-1)  # noqa: E731
     a, b = torch.randn(2, 1 << 19).to(dtype), torch.randn(2, 1 << 19).to(dtype)
-    opt = eqiforge.optimize(fn, (a, b), backend="triton", device=h200)
+    opt = eqiforge.optimize(fn, (a, b), backend="triton", priced_device=h200)
     stages = [n for n in kernels(opt) if n.op == "RowReduceK"]
     assert [(n.shape, n.dtype) for n in stages] == [((2, 64, 1), "float32"), ((2, 1), str(dtype).split(".")[1])]
     with torch.no_grad():
         got, want = opt(a, b), fn(a.float(), b.float())
     tolerance = 1e-5 if dtype == torch.float32 else 2e-3
     assert got.dtype == dtype and (got.float() - want).abs().max() <= tolerance * want.abs().max()
-    many = eqiforge.optimize(fn, (torch.randn(4096, 8192), torch.randn(4096, 8192)), backend="triton", device=h200,
-                            validate=False)  # the plan's form is the point; 4096 programs would take minutes here
+    many = eqiforge.optimize(fn, (torch.randn(4096, 8192), torch.randn(4096, 8192)), backend="triton",
+                             priced_device=h200, validate=False)  # the plan's form is the point; 4096 programs
+    #                                                                would take minutes here
     assert [n.shape for n in kernels(many) if n.op == "RowReduceK"] == [(4096, 1)]
 
 
