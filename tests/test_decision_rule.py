@@ -83,6 +83,7 @@ def test_on_six_rounds_one_look_decides_at_its_own_level():
     assert tie <= evidence.ONE_LOOK_ALPHA and clear >= 0.95
 
 
+@pytest.mark.slow
 def test_under_doubled_noise_a_tie_still_keeps_the_program():
     share, _, _ = decision_rule.rates(ATTENTION, 1.0, SEEDS, noise=2.0)
     assert share <= 0.03

@@ -68,6 +68,7 @@ SLOW_BLOCKS = {
     ("gpu.md", "TRITON_INTERPRET=1 eqiforge optimize --example mlp --backend triton --out mlp_plan"),
     ("backends.md", "TRITON_INTERPRET=1 eqiforge optimize --example mlp --backend triton --show-plan --out mlp_plan"),
     ("visualize.md", "eqiforge ablate --example transformer_layer --out docs/images/ablation"),
+    ("visualize.md", "eqiforge growth --example transformer_layer --out docs/images/growth.png"),
     ("usage.md", "import torch, transformers, eqiforge"),
 }
 BLOCKS = [pytest.param(page, *block, id=f"{page.relative_to(ROOT)}:{block[0]}",
