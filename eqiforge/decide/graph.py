@@ -41,7 +41,7 @@ def race(graph_call, plan_call, optimized, opts: Options, fallback: str, code: s
                                        report.predicted_after, optimized.source)]
         decision = choice.choose(candidates, opts.measuring.mode, opts.measuring.seconds, opts.measuring.min_gain,
                                  opts.runtime.cache, key=key, device=examples[0].device.type if examples else "cpu")
-    report.measured, report.provisional = decision.describe(), decision.provisional
+    report.record(decision)
     return decision
 
 

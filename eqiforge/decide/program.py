@@ -109,7 +109,7 @@ def first_race(optimized, fn, args, kwargs, captured, opts: Options, budget: flo
         device = next((t.device.type for t in captured.inputs if isinstance(t, torch.Tensor)), "cpu")
         decision = choice.choose(candidates, opts.measuring.mode, budget, opts.measuring.min_gain,
                                  opts.runtime.cache, key=captured.graph.format(), device=device)  # CUDA: synced
-    report.measured, report.provisional = decision.describe(), decision.provisional
+    report.record(decision)
     raced = compiled is not None and (COMPILED_PROGRAM in decision.medians or COMPILED_PROGRAM in decision.failed)
     if not decision.measured:  # the prediction decides, as with measure="never"
         return FirstRace(no_better(optimized, opts))
@@ -185,8 +185,7 @@ def second_race(optimized, fn, args, kwargs, captured, opts: Options, why, compi
     with torch.no_grad():
         decision = choice.choose(candidates, "always", opts.measuring.seconds / 2, opts.measuring.min_gain,
                                  opts.runtime.cache, key=program)
-    report.measured = "; then ".join(filter(None, [report.measured, decision.describe()]))
-    report.provisional |= decision.provisional
+    report.record(decision, then=True)
     if decision.winner == COMPILED_PROGRAM:
         optimized.run_original(compiled, measured(decision.why), compiled=True)
     elif decision.winner == COMPILED_PLAN:
@@ -241,7 +240,7 @@ def dynamic_inductor_race(optimized, captured, opts: Options, timer) -> None:
     with torch.no_grad():
         decision = choice.choose([current, faster], "always", opts.measuring.seconds, opts.measuring.min_gain,
                                  opts.runtime.cache, key=captured.graph.format() + "\n# for every size")
-    report.measured, report.provisional = decision.describe(), decision.provisional
+    report.record(decision)
     if decision.winner == faster.name:  # a later move or copy of the module rebinds the torch code
         runner.forward = compiled
         optimized.run_plan_as(runner, f"the plan for every size, compiled by Inductor with dynamic shapes "

@@ -33,6 +33,7 @@ class Report:
     runs: str = "the plan"  # what a call runs: the plan, or the original program (and why)
     measured: str = ""  # what the measured choice timed and decided (choice.py; "": no measured choice)
     provisional: bool = False  # a measured choice was timed on a busy machine: not cached, measured again later
+    from_cache: bool = False  # every measured choice was read from EqiForge's cache (none timed here)
     repeated_blocks: str = ""  # "N repeated blocks of M nodes optimized once", or why not (blocks.py)
     repeated_blocks_found: bool | None = None  # None: not looked for (share_blocks=False)
     capture_fallback: str = ""  # why torch.export did not capture the program and which path did ("": it did)
@@ -103,6 +104,13 @@ class Report:
             rows.append(("top rules (matches)", ", ".join(f"{r} {n}" for r, n in top)))
         width = max(len(k) for k, _ in rows)
         return "\n".join(f"{k:<{width}}  {v}" for k, v in rows)
+
+    def record(self, decision, then: bool = False) -> None:
+        """A measured choice's outcome (decide/choice.Decision), alone or (``then``) after the one before."""
+        first = not (then and self.measured)
+        self.measured = "; then ".join(filter(None, [None if first else self.measured, decision.describe()]))
+        self.provisional = decision.provisional or (not first and self.provisional)
+        self.from_cache = decision.from_cache and (first or self.from_cache)
 
     def as_dict(self) -> dict:
         """The report as plain data (``eqiforge optimize --json``): what was predicted and measured, what runs
