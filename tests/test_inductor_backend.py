@@ -3,6 +3,7 @@ import json
 import os
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import pytest
@@ -11,7 +12,7 @@ import torch
 import eqiforge
 from eqiforge.examples import EncoderLayer
 from eqiforge.runtime import inductor_plan
-from eqiforge.runtime.inductor_plan import InductorPlan
+from eqiforge.runtime.inductor_plan import InductorPlan, compiled_original
 
 
 def test_the_plan_is_compiled_by_inductor_and_keeps_its_algebraic_win():
@@ -83,6 +84,31 @@ def test_a_program_inductor_fails_to_compile_runs_as_written_and_says_so():
         torch.testing.assert_close(opt(x), keys_in_empty_cache(x))
     y = torch.randn(7, 4, 2, 4)
     torch.testing.assert_close(opt(y), keys_in_empty_cache(y))
+
+
+def test_a_call_inductors_code_fails_runs_as_written_and_says_so():
+    """Under no_grad a plain torch.compile of a float16 layer norm, exp and product fails its call on a CPU
+    (Inductor's matmul gets a float32 operand; fuzz seed 500131, where the measured choice had picked the
+    compiled program in grad mode): the call runs as written, once with a warning, and a call the program
+    itself fails raises the program's own error."""
+    w = torch.randn(16, 24).half()
+
+    def normed_product(x):
+        v = torch.nn.functional.layer_norm(x, (16,), eps=0.001)
+        return torch.exp(v - v.amax(-1, keepdim=True)) @ w
+    x = torch.randn(1, 16).half()
+    with torch.no_grad(), pytest.raises(RuntimeError, match="same dtype"):
+        torch.compile(normed_product)(x)
+    torch._dynamo.reset()
+    run = compiled_original(normed_product)
+    with torch.no_grad(), pytest.warns(UserWarning, match="compiled code failed a call the program runs .*same dtype"):
+        torch.testing.assert_close(run(x), normed_product(x))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        y = torch.randn(1, 16).half()
+        torch.testing.assert_close(run(y), normed_product(y))  # as written from then on, without a warning
+    with pytest.raises(RuntimeError, match="^Given normalized_shape=\\[16\\]"):
+        compiled_original(normed_product)(torch.randn(1, 8).half())  # the program's own error, not Dynamo's
 
 
 def test_outputs_come_in_the_asked_layout_from_the_compiled_graph_itself():

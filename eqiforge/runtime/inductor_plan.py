@@ -156,10 +156,18 @@ def compiled_original(fn):
     plan that is no better than the program runs instead, and a candidate of the measured choice. (With
     ``dynamic=False`` an RMSNorm and an InstanceNorm ran 8-9% slower than under a plain ``torch.compile`` here; the
     module's own shape check sends other shapes elsewhere, so no dynamic recompile follows.) Where Inductor
-    fails to compile it, the program runs as written from then on, with a warning: a plain ``torch.compile``
-    fails a view of keys joined to an empty cache (its ``cat`` drops the empty operand and keeps the keys'
-    permuted strides), which eager runs."""
+    fails, the program runs as written from then on, with a warning: where it fails to compile (a plain
+    ``torch.compile`` fails a view of keys joined to an empty cache: its ``cat`` drops the empty operand and keeps
+    the keys' permuted strides), and where its code fails a call that the program as written runs (under
+    ``no_grad``, Dynamo compiles again, and Inductor's code for a float16 layer norm, exp and product on a CPU
+    passed a float32 operand to its matmul: "expected m1 and m2 to have the same dtype"). A call the program
+    itself fails raises the program's own error."""
     compiled, failed = torch.compile(fn), []
+
+    def give_up(what: str, err: BaseException) -> None:
+        failed.append(err)
+        why = f"{type(err).__name__}: {str(err).strip().splitlines()[0][:300]}"
+        warnings.warn(f"eqiforge: Inductor {what} ({why}); it runs as written", stacklevel=3)
 
     @functools.wraps(fn)
     def run(*args, **kwargs):
@@ -167,10 +175,10 @@ def compiled_original(fn):
             try:
                 return compiled(*args, **kwargs)
             except torch._dynamo.exc.BackendCompilerFailed as err:
-                failed.append(err)
-                inner = err.inner_exception
-                why = f"{type(inner).__name__}: {str(inner).strip().splitlines()[0][:300]}"
-                warnings.warn(f"eqiforge: Inductor failed to compile the program ({why}); it runs as written",
-                              stacklevel=2)
+                give_up("failed to compile the program", err.inner_exception)
+            except Exception as err:  # noqa: BLE001 - judged by whether the program as written runs the call
+                out = fn(*args, **kwargs)  # the program's own error, if it has one, propagates from here
+                give_up("compiled code failed a call the program runs", err)
+                return out
         return fn(*args, **kwargs)
     return run
