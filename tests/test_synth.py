@@ -7,7 +7,7 @@ from eqiforge import cli
 from eqiforge.egraph import rulecheck, rulesets
 from eqiforge.egraph.soundness import check_rules_on
 from eqiforge.ir import Graph
-from eqiforge.synth import derive, run
+from eqiforge.synth import derive, run, shards
 from eqiforge.synth.candidates import Candidate, enumerate_candidates
 from eqiforge.synth.egg import rule_name, rule_text
 from eqiforge.synth.terms import Term, Var, applications, parse_vars, symbols_of
@@ -195,3 +195,32 @@ def test_synthesis_over_running_sums_and_flips_rediscovers_the_adopted_rules():
         assert verify(c.lhs, c.rhs, vars_, ["i", "j", "k"]).symbolic.startswith("proved at sizes"), rule
         assert derive.derivable([c], ["i", "j", "k"])[0] == [True], rule
         assert derive.derivable([c], ["i", "j", "k"], without=adopted)[0] == [False], rule
+
+
+class _Reversed:
+    """An executor that runs its tasks in this process, last first: results come back out of task order."""
+
+    def __init__(self):
+        self.kinds = []
+
+    def map(self, fn, tasks):
+        for task in reversed(tasks):
+            self.kinds.append(task.kind)
+            yield task, fn(task)
+
+
+def test_synthesis_through_an_executor_finds_the_same_rules_as_in_one_process(monkeypatch):
+    """Sharded (the last size's terms a task per root operator, derivation and verification in chunks) and
+    merged in enumeration order, whatever order the tasks finish in: the same candidates and rules. (Small
+    chunks, and every step through the executor, so that this small run has several tasks of each kind.)"""
+    monkeypatch.setattr(shards, "MIN_TASKS", 1)
+    monkeypatch.setattr(derive, "CHUNK", 40)
+    monkeypatch.setattr(derive, "CHUNK_WITH_KEPT", 20)
+    ops, vars_spec = ["Sum", "Expand", "Mul"], "A:i,j r:1,j s:scalar"
+    here = run.synthesize(ops, vars_spec, 2, progress=False, device="H100")
+    executor = _Reversed()
+    sharded = run.synthesize(ops, vars_spec, 2, progress=False, device="H100", executor=executor)
+    assert {"synthesis-enumeration", "synthesis-derivation", "synthesis-verification"} <= set(executor.kinds)
+    assert [c.text() for c in sharded.enumeration.candidates] == [c.text() for c in here.enumeration.candidates]
+    assert sharded.enumeration.per_size == here.enumeration.per_size and here.kept
+    assert run.egg_file(sharded) == run.egg_file(here)

@@ -74,59 +74,99 @@ class Enumeration:
     stopped: str = ""  # why enumeration ended before --max-size ("time limit"), else ""
 
 
-def enumerate_candidates(vars_: list[Var], ops: list[str], max_size: int, symbols: list[str], seed: int = 0,
-                         deadline: float | None = None, progress=None) -> Enumeration:
-    """Terms up to ``max_size`` ops over ``vars_`` and ``ops``; stops at ``deadline`` (time.monotonic)."""
-    evaluator = Evaluator(vars_, symbols, seed=seed)
-    found = Enumeration()
-    classes = {fingerprint(v.shape, evaluator.kept[v]): v for v in vars_ if not v.scalar}
-    seen: set[str] = set()
-    by_size = {0: list(vars_)}
-    for size in range(1, max_size + 1):
-        by_size[size] = []
+#: what an evaluated term can be other than a fingerprint: the Enumeration counters of terms dropped
+DROPPED = ("not_finite", "constant", "cancelling")
+
+
+class Enumerator:
+    """The state of an enumeration: the evaluator, the classes by fingerprint, the representatives by size
+    (``by_size``) and the counts. ``assess`` evaluates a term (the costly part, which shards.py runs in other
+    processes for the last size); ``classify`` files its outcome, in enumeration order (cheap, always here)."""
+
+    def __init__(self, vars_: list[Var], symbols: list[str], seed: int = 0):
+        self.symbols = symbols
+        self.evaluator = Evaluator(vars_, symbols, seed=seed)
+        self.found = Enumeration()
+        self.classes = {fingerprint(v.shape, self.evaluator.kept[v]): v for v in vars_ if not v.scalar}
+        self.seen: set[str] = set()
+        self.by_size: dict[int, list] = {0: list(vars_)}
+
+    def terms(self, op: str, size: int):
+        return new_terms(op, size, self.by_size, self.symbols)
+
+    def assess(self, term) -> tuple[str, tuple | None]:
+        """(the term's fingerprint, (values, redrawn values) to keep if it opens a class), or (the DROPPED
+        counter it falls under, None)."""
+        values = self.evaluator.values(term)
+        if values is None:
+            return "not_finite", None
+        if constant(values):
+            return "constant", None
+        redrawn = self.evaluator.redrawn(term)
+        if self.evaluator.cancels(term, values, redrawn):
+            return "cancelling", None
+        return fingerprint(term.shape, values), (values, redrawn)
+
+    def classify(self, term, outcome: str, kept: tuple | None) -> None:
+        """File an assessed term: dropped, a new class (its values ``kept`` for its parents, where a larger
+        size follows), or a candidate against its class's representative."""
+        found = self.found
+        if outcome in DROPPED:
+            setattr(found, outcome, getattr(found, outcome) + 1)
+            return
+        rep = self.classes.get(outcome)
+        if rep is None:
+            self.classes[outcome] = term
+            self.by_size[term.size].append(term)
+            if kept is not None:
+                self.evaluator.keep(term, *kept)
+        elif ac_normal(term) == ac_normal(rep):
+            found.commuted += 1
+        elif orientable(term, rep) or orientable(rep, term):
+            candidate = Candidate(term, rep)
+            key = candidate.canonical()
+            if key in self.seen:
+                found.renamings += 1
+            else:
+                self.seen.add(key)
+                found.candidates.append(candidate)
+        else:
+            found.unorientable += 1
+
+    def grow(self, ops: list[str], size: int, last: bool = False, outcomes: dict | None = None,
+             deadline: float | None = None, progress=None) -> bool:
+        """Enumerate the terms of ``size``, op by op; ``outcomes`` (op -> the terms' outcomes, in order) where
+        they were assessed elsewhere; ``last``: no larger size follows (no values kept). False where the
+        ``deadline`` stopped it."""
+        self.by_size[size] = []
         count = 0
         for op in ops:
-            for term in new_terms(op, size, by_size, symbols):
+            for i, term in enumerate(self.terms(op, size)):
                 count += 1
                 if progress is not None:
                     progress.update()
                 if deadline is not None and count % 500 == 0 and time.monotonic() > deadline:
-                    found.stopped = "time limit"
+                    self.found.stopped = "time limit"
                     break
-                values = evaluator.values(term)
-                if values is None:
-                    found.not_finite += 1
-                    continue
-                if constant(values):
-                    found.constant += 1
-                    continue
-                redrawn = evaluator.redrawn(term)
-                if evaluator.cancels(term, values, redrawn):
-                    found.cancelling += 1
-                    continue
-                key = fingerprint(term.shape, values)
-                rep = classes.get(key)
-                if rep is None:
-                    classes[key] = term
-                    by_size[size].append(term)
-                    evaluator.keep(term, values, redrawn)
-                elif ac_normal(term) == ac_normal(rep):
-                    found.commuted += 1
-                elif orientable(term, rep) or orientable(rep, term):
-                    candidate = Candidate(term, rep)
-                    key = candidate.canonical()
-                    if key in seen:
-                        found.renamings += 1
-                    else:
-                        seen.add(key)
-                        found.candidates.append(candidate)
-                else:
-                    found.unorientable += 1
-            if found.stopped:
+                outcome, kept = (outcomes[op][i], None) if outcomes is not None else self.assess(term)
+                self.classify(term, outcome, None if last else kept)
+            if self.found.stopped:
                 break
-        found.per_size[size] = count
-        found.terms += count
-        if found.stopped:
+        self.found.per_size[size] = count
+        self.found.terms += count
+        return not self.found.stopped
+
+
+def enumerate_candidates(vars_: list[Var], ops: list[str], max_size: int, symbols: list[str], seed: int = 0,
+                         deadline: float | None = None, progress=None, last_outcomes=None) -> Enumeration:
+    """Terms up to ``max_size`` ops over ``vars_`` and ``ops``; stops at ``deadline`` (time.monotonic).
+    ``last_outcomes``: a function that assesses the last size's terms elsewhere (shards.py), given the
+    enumerator that reached the size below; default: here."""
+    enumerator = Enumerator(vars_, symbols, seed)
+    for size in range(1, max_size + 1):
+        last = size == max_size
+        outcomes = last_outcomes(enumerator) if last and last_outcomes is not None and size > 1 else None
+        if not enumerator.grow(ops, size, last, outcomes, deadline, progress):
             break
-    found.classes = len(classes)
-    return found
+    enumerator.found.classes = len(enumerator.classes)
+    return enumerator.found

@@ -1,9 +1,11 @@
 """``eqiforge rules synthesize``: enumerate, fingerprint, drop what the rules derive, minimize, verify, write.
 
-    terms (terms.py) -> candidates (candidates.py) -> not derivable (derive.py) -> kept, smallest first,
-    each verified (verify.py) and checked as written in the e-graph -> none derivable from the others
-    -> DIR/candidates.egg (egg.py's rules, the house header) and DIR/report.md
+    terms (terms.py) -> candidates (candidates.py) -> not derivable (derive.py) -> size by size, kept
+    smallest first, each verified (verify.py) and checked as written in the e-graph -> none derivable from
+    the others -> DIR/candidates.egg (egg.py's rules, the house header) and DIR/report.md
 
+The long steps (the last size's terms, derivation, verification) run as tasks of a sweep executor where one
+is given (shards.py: local workers or Ray), in fixed shards merged in order: the same rules as in one process.
 Deterministic for a seed and options, as long as the time limit is not what stops it (the report says).
 """
 from __future__ import annotations
@@ -21,12 +23,12 @@ from ..egraph import rulesets
 from ..egraph.soundness import check_rules_on
 from ..errors import EqiforgeError
 from ..ir import Graph
-from . import derive
+from . import derive, shards
 from .candidates import Candidate, Enumeration, enumerate_candidates
 from .egg import orientable, rule_name, rule_text
 from .terms import DEFAULT_OPS, DEFAULT_VARS, SUPPORTED, parse_vars, symbols_of, variables
 from .values import shape_text, to_graph
-from .verify import InEgraph, Verification, verify
+from .verify import InEgraph, Verification
 
 STEP_SHARE = 6  # a minimization round takes 1/STEP_SHARE of the remaining candidates, STEP_MIN to STEP_MAX
 STEP_MIN, STEP_MAX = 8, 100
@@ -64,9 +66,10 @@ class Synthesis:
 
 def synthesize(ops: list[str] | None = None, vars_spec: str = DEFAULT_VARS, max_size: int = 3, seed: int = 0,
                time_limit: float = 600.0, device: str | None = None, progress: bool = True,
-               without: tuple[str, ...] = ()) -> Synthesis:
+               without: tuple[str, ...] = (), executor=None) -> Synthesis:
     """Rules over ``ops`` and the variables of ``vars_spec`` up to ``max_size`` ops a side (see the module),
-    against the shipped rules less those named in ``without`` (rediscovery: are they found again?)."""
+    against the shipped rules less those named in ``without`` (rediscovery: are they found again?). The long
+    parts run as tasks of ``executor`` (``eqiforge.sweep``; None: in this process): the same rules either way."""
     ops = list(ops or DEFAULT_OPS)
     unknown = [o for o in ops if o not in SUPPORTED]
     if unknown:
@@ -82,40 +85,58 @@ def synthesize(ops: list[str] | None = None, vars_spec: str = DEFAULT_VARS, max_
     symbols = symbols_of(vars_)
     out = Synthesis(ops, vars_spec, max_size, seed, without=tuple(without))
     with tqdm(desc="terms", unit=" terms", disable=not progress) as bar:
-        out.enumeration = enumerate_candidates(vars_, ops, max_size, symbols, seed, deadline, bar)
+        out.enumeration = enumerate_candidates(vars_, ops, max_size, symbols, seed, deadline, bar,
+                                               shards.last_size_outcomes(executor, vars_spec, ops, max_size, seed))
     candidates = sorted(out.enumeration.candidates, key=lambda c: (c.size, c.text()))
     with tqdm(total=len(candidates), desc="derivable", disable=not progress) as bar:
-        joined, out.limited = derive.derivable(candidates, symbols, progress=bar, without=out.without)
+        joined, out.limited = shards.derivable(executor, candidates, symbols, progress=bar, without=out.without)
     remaining = [c for c, j in zip(candidates, joined) if not j]
-    taken = {n for rs in rulesets.available().values() for n in rs.rule_names} - set(out.without)  # unique names
     out.derivable = len(candidates) - len(remaining)
+    taken = {n for rs in rulesets.available().values() for n in rs.rule_names} - set(out.without)  # unique names
     with tqdm(total=len(remaining), desc="minimize", disable=not progress) as bar:
-        while remaining:
-            if time.monotonic() > deadline:
-                out.stopped = f"time limit ({time_limit:g} s) with {len(remaining)} candidates left unexamined"
+        for level in sorted({c.size[0] for c in remaining}):
+            left = _minimize([c for c in remaining if c.size[0] == level], out, vars_, symbols, taken, deadline, bar,
+                             executor)
+            if left:
+                unexamined = left + sum(c.size[0] > level for c in remaining)
+                out.stopped = f"time limit ({time_limit:g} s) with {unexamined} candidates left unexamined"
                 break
-            step = min(STEP_MAX, max(STEP_MIN, len(remaining) // STEP_SHARE))
-            batch, remaining = remaining[:step], remaining[step:]
-            out.kept += _keep(batch, vars_, symbols, seed, out.rejected, taken)
-            bar.update(len(batch))
-            if remaining:
-                joined, limited = derive.derivable(remaining, symbols, rule_texts(out.kept), without=out.without)
-                out.limited += limited
-                out.followed += sum(joined)
-                bar.update(sum(joined))
-                remaining = [c for c, j in zip(remaining, joined) if not j]
-    out.redundant = _drop_redundant(out, symbols, deadline)
+    out.redundant = _drop_redundant(out, symbols, deadline, executor)
     _price(out.kept, symbols, device)
     out.seconds = time.monotonic() - start
     return out
 
 
-def _keep(batch: list[Candidate], vars_, symbols, seed: int, rejected: list, taken: set[str]) -> list[Kept]:
+def _minimize(level: list[Candidate], out: Synthesis, vars_, symbols, taken: set[str], deadline: float, bar,
+              executor) -> int:
+    """Ruler's greedy loop over the candidates of one size (the larger side's ops), smallest first: those the
+    kept rules derive go; of the rest, a step's worth is verified and kept, and the others are tested again
+    with the new rules added, until none is left. A size's candidates meet the smaller sizes' rules once, on
+    entering, not after each of their steps: most of a larger size follows from the smaller rules, and that
+    one test is a sweep's worth of independent tasks. Returns how many the deadline left unexamined."""
+    remaining, tested_with = level, 0  # the kept rules the remaining candidates were tested against
+    while remaining:
+        if time.monotonic() > deadline:
+            return len(remaining)
+        if len(out.kept) > tested_with:
+            joined, limited = shards.derivable(executor, remaining, symbols, rule_texts(out.kept), without=out.without)
+            out.limited += limited
+            out.followed += sum(joined)
+            bar.update(sum(joined))
+            remaining, tested_with = [c for c, j in zip(remaining, joined) if not j], len(out.kept)
+        step = min(STEP_MAX, max(STEP_MIN, len(remaining) // STEP_SHARE))
+        batch, remaining = remaining[:step], remaining[step:]
+        out.kept += _keep(batch, vars_, symbols, out.seed, out.rejected, taken, executor)
+        bar.update(len(batch))
+    return 0
+
+
+def _keep(batch: list[Candidate], vars_, symbols, seed: int, rejected: list, taken: set[str],
+          executor) -> list[Kept]:
     """The batch's candidates that pass verification and, written as rules, fire and are sound in the
     e-graph on their left sides' programs."""
     found = []
-    for c in batch:
-        v = verify(c.lhs, c.rhs, vars_, symbols, seed)
+    for c, v in zip(batch, shards.verifications(executor, batch, vars_, symbols, seed)):
         if not v.passed:
             rejected.append((c.text(), f"values differ (relative error {v.error:.2g})"))
             continue
@@ -192,7 +213,7 @@ def rule_texts(kept: list[Kept]) -> list[str]:
     return [text for k in kept for _, text in k.rules]
 
 
-def _drop_redundant(out: Synthesis, symbols, deadline: float, groups: int = 8) -> int:
+def _drop_redundant(out: Synthesis, symbols, deadline: float, executor, groups: int = 8) -> int:
     """Drop kept rules that the other kept ones derive (Ruler's last minimization): the kept rules dealt into
     ``groups`` groups, each group's tested against all the others still kept, one group after another (so two
     rules that derive each other never both go)."""
@@ -202,7 +223,8 @@ def _drop_redundant(out: Synthesis, symbols, deadline: float, groups: int = 8) -
         if not group or time.monotonic() > deadline:
             continue
         others = [k for k in out.kept if all(k is not m for m in group)]
-        joined, _ = derive.derivable([k.candidate for k in group], symbols, rule_texts(others), without=out.without)
+        joined, _ = shards.derivable(executor, [k.candidate for k in group], symbols, rule_texts(others),
+                                     without=out.without)
         for k, j in zip(group, joined):
             if j:
                 out.kept.remove(k)
