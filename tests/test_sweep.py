@@ -1,8 +1,13 @@
-"""Sweeps: the local executor and the resumable results file, choosing an executor, the fuzz campaign's task run
-in a child process; in the slow tier, the same on a local Ray cluster bound to 127.0.0.1 (a fuzz sample equal to
-the local run's, a task that kills its worker retried)."""
+"""Sweeps: the local executor and the resumable results file, progress per node, timeouts, timed tasks that never
+share a node, choosing an executor, the fuzz campaign's task run in a child process, an ablation and a zoo as one
+sweep; in the slow tier, the same on a local Ray cluster bound to 127.0.0.1 (a fuzz sample and ablation tables
+equal to the local runs', a task that kills its worker retried, a timeout, timed tasks one at a time).
+
+Workers import this module for its task functions: it imports nothing heavy at the top (the fuzz campaign and the
+optimizer are imported by the tests that need them)."""
 import json
 import os
+import socket
 import sys
 import time
 
@@ -10,8 +15,6 @@ import pytest
 
 from eqiforge import sweep
 from eqiforge.errors import EqiforgeError
-from eqiforge.fuzz import programs, runner
-from eqiforge.fuzz.__main__ import main as fuzz_main
 from eqiforge.sweep.ray_executor import LOOPBACK, SINGLE_MACHINE
 
 os.environ.setdefault(SINGLE_MACHINE, "0")  # before this module's tests import ray: a cluster on 127.0.0.1 only
@@ -35,16 +38,48 @@ def always_die(task):
     os._exit(1)
 
 
+def nap(task):
+    """Sleeps ``payload`` seconds; its result says when it ran (wall clock, comparable across processes) and the
+    CPUs its executor reserved for it."""
+    start = time.time()
+    time.sleep(task.payload)
+    return {"status": "ok", "start": start, "end": time.time(), "cpus": sweep.task_cpus(), "node": sweep.this_node()}
+
+
+def meet(task):
+    """Says it started (a file named after it in the payload's folder) and waits, up to 60 s, for the other task
+    of its pair to say so too: whether the two ran at once (a test of parallelism that no worker start delays)."""
+    folder, me, other = task.payload
+    (folder / me).touch()
+    deadline = time.monotonic() + 60
+    while not (folder / other).exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return {"status": "ok", "met": (folder / other).exists(), "cpus": sweep.task_cpus()}
+
+
+def pair(folder):
+    return [sweep.Task("a", "meet", (folder, "a", "b")), sweep.Task("b", "meet", (folder, "b", "a"))]
+
+
+def overlaps(spans) -> bool:
+    spans = sorted((r["start"], r["end"]) for r in spans)
+    return any(later_start < end for (_, end), (later_start, _) in zip(spans, spans[1:]))
+
+
 def tasks(count, payload=lambda i: i):
     return [sweep.Task(f"t{i}", "square", payload(i)) for i in range(count)]
 
 
-def test_local_sweep_returns_results_in_task_order_and_appends_each(tmp_path):
+def test_local_sweep_returns_results_in_task_order_and_appends_each_with_progress_per_node(tmp_path, capsys):
     path = tmp_path / "results.jsonl"
-    results = sweep.run_sweep(sweep.LocalExecutor(2), square, tasks(6), path)
-    assert [r["value"] for r in results] == [i * i for i in range(6)]
+    with sweep.LocalExecutor(2) as executor:
+        results = sweep.run_sweep(executor, square, tasks(6, lambda i: None if i == 5 else i), path)
+    assert [r["value"] for r in results[:5]] == [i * i for i in range(5)] and results[5]["status"] == "crash"
     lines = [json.loads(line) for line in path.read_text().splitlines()]
     assert sorted(entry["id"] for entry in lines) == [f"t{i}" for i in range(6)]
+    assert {entry["node"] for entry in lines} == {socket.gethostname()}  # metadata beside the result
+    final = capsys.readouterr().err.split("\r")[-1]
+    assert "6/6" in final and "failed=1" in final and "running=0" in final and f"{socket.gethostname()}=6" in final
 
 
 def test_a_sweep_started_again_skips_the_ids_its_results_file_holds(tmp_path):
@@ -56,6 +91,29 @@ def test_a_sweep_started_again_skips_the_ids_its_results_file_holds(tmp_path):
     assert sorted(ran) == ["t0", "t2", "t3"]
 
 
+def test_a_task_past_its_timeout_is_a_timeout_record_and_the_others_keep_their_results(tmp_path, capsys):
+    """The sleeper's worker is killed after 3 s; the task then in flight beside it (started at 1.5 s, 2.5 s long)
+    runs again without counting a retry (none are allowed here), in the pool started again."""
+    work = [sweep.Task("sleeper", "nap", 60), sweep.Task("first", "nap", 1.5), sweep.Task("beside", "nap", 2.5)]
+    started = time.monotonic()
+    with sweep.LocalExecutor(2, max_retries=0) as executor:
+        results = sweep.run_sweep(executor, nap, work, tmp_path / "results.jsonl", timeout_s=3)
+    assert time.monotonic() - started < 30
+    assert results[0] == sweep.timeout(3) and results[0]["status"] == "timeout"
+    assert [r["status"] for r in results[1:]] == ["ok", "ok"]
+    assert results[2]["start"] > results[1]["end"] + 1  # "beside" ran again after the kill
+    assert "failed=1" in capsys.readouterr().err.split("\r")[-1]
+
+
+def test_timed_tasks_run_one_at_a_time_holding_the_machine_and_untimed_ones_in_parallel(tmp_path):
+    with sweep.LocalExecutor(2) as executor:
+        untimed = sweep.run_sweep(executor, meet, pair(tmp_path), tmp_path / "untimed.jsonl")
+        timed = sweep.run_sweep(executor, nap, tasks(4, lambda i: 0.5), tmp_path / "timed.jsonl", timed=True)
+    assert [r["met"] for r in untimed] == [True, True] and not overlaps(timed)
+    assert {r["cpus"] for r in untimed} == {None} and {r["cpus"] for r in timed} == {len(os.sched_getaffinity(0))}
+    assert {r["node"] for r in timed} == {socket.gethostname()}
+
+
 @pytest.mark.slow
 def test_a_raising_task_and_a_dying_worker_are_crash_records(tmp_path):
     raising = sweep.run_sweep(sweep.LocalExecutor(2), square, tasks(3, lambda i: None if i == 1 else i),
@@ -63,9 +121,9 @@ def test_a_raising_task_and_a_dying_worker_are_crash_records(tmp_path):
     assert raising[1]["status"] == "crash" and "TypeError" in raising[1]["error"]
     assert [raising[0]["value"], raising[2]["value"]] == [0, 4]
     dying = sweep.LocalExecutor(1, max_retries=1).map(always_die, tasks(1))
-    assert [(task.id, result["status"]) for task, result in dying] == [("t0", "crash")]
+    assert [(done.task.id, done.result["status"]) for done in dying] == [("t0", "crash")]
     marker = [sweep.Task("m", "die", str(tmp_path / "marker"))]
-    assert [result for _, result in sweep.LocalExecutor(1).map(die_once, marker)] == [{"status": "ok"}]
+    assert [done.result for done in sweep.LocalExecutor(1).map(die_once, marker)] == [{"status": "ok"}]
 
 
 def test_executor_is_chosen_by_arguments_then_environment(monkeypatch):
@@ -83,6 +141,8 @@ def test_executor_is_chosen_by_arguments_then_environment(monkeypatch):
 
 
 def test_without_ray_asking_for_it_says_how_to_install_it(monkeypatch, tmp_path, capsys):
+    from eqiforge import cli
+    from eqiforge.fuzz.__main__ import main as fuzz_main
     monkeypatch.setitem(sys.modules, "ray", None)  # import ray raises ImportError
     monkeypatch.delenv("EQIFORGE_CLUSTER", raising=False)
     with pytest.raises(EqiforgeError, match=r"pip install 'eqiforge\[cluster\]'"):
@@ -90,11 +150,15 @@ def test_without_ray_asking_for_it_says_how_to_install_it(monkeypatch, tmp_path,
     assert isinstance(sweep.executor_from(), sweep.LocalExecutor)  # the default needs no Ray
     assert fuzz_main(["--programs", "1", "--cluster", "ray", "--out", str(tmp_path)]) == 2
     assert "pip install 'eqiforge[cluster]'" in capsys.readouterr().err
+    for zoo in ([], ["--zoo", "examples"]):  # the same flags, before any work
+        assert cli.main(["ablate", "--example", "matmul_chain", *zoo, "--cluster", "ray", "--out", str(tmp_path)]) == 2
+        assert "pip install 'eqiforge[cluster]'" in capsys.readouterr().err
 
 
 @pytest.mark.slow
 def test_a_fuzz_task_runs_in_a_child_with_the_jobs_timeout():
     """What a Ray task runs per fuzz job: a hang is a hang outcome (the child killed), the next job a fresh child."""
+    from eqiforge.fuzz import programs, runner
     hanging_source = "import time\nimport torch\n\ndef make_program():\n    time.sleep(600)\n\n" \
                      "def make_inputs(seed):\n    return (torch.randn(3),)\n"
     hanging = runner.Job(programs.Program(-1, "torch", hanging_source, "float32", ()), "default", {}, 2.0)
@@ -105,8 +169,60 @@ def test_a_fuzz_task_runs_in_a_child_with_the_jobs_timeout():
     assert runner.outcome_from({"status": "crash", "error": "WorkerCrashedError: gone"}).status == "crash"
 
 
-# ------------------------------------------------------------------------------------------ on Ray (slow)
+# ------------------------------------------------------------------------------------------ ablation, zoo
 
+ZOO_RULES = ["matmul", "reduction"]
+TIMINGS = ("saturate_s", "extract_s")
+
+
+def untimed(rows):
+    return [{k: v for k, v in row.items() if k not in TIMINGS} for row in rows]
+
+
+def small_zoo():
+    from eqiforge import examples
+    return {name: examples.load(name) for name in ("matmul_chain", "row_sums")}
+
+
+class Recording:
+    """An executor that records what it is asked to run and runs nothing (a resumed sweep asks for nothing)."""
+
+    def __init__(self):
+        self.asked = []
+
+    def map(self, fn, tasks, **how):
+        self.asked += tasks
+        return iter(())
+
+
+def test_a_zoo_is_one_sweep_finding_the_rule_set_each_program_needs_and_resumes_from_its_file(tmp_path):
+    """Leave-one-out over two rule sets on two programs, all six runs one sweep: the matrix chain loses its
+    reassociation without matmul and nothing without reduction, the row sums the other way round; files and
+    heatmap follow; the same call again finds every run in the results file and runs nothing."""
+    import csv
+
+    from eqiforge.viz.zoo import ablate_zoo
+    path = tmp_path / "zoo.jsonl"
+    with sweep.LocalExecutor(2) as executor:
+        table = ablate_zoo(small_zoo(), ZOO_RULES, executor=executor, results_path=path)
+    ids = [json.loads(line)["id"] for line in path.read_text().splitlines()]
+    assert sorted(ids) == sorted(f"{program}/{label}" for program in ("matmul_chain", "row_sums")
+                                 for label in ("all", "all - matmul", "all - reduction"))
+    assert table.rulesets == ZOO_RULES
+    assert table.loss["matmul_chain"]["matmul"] > 2 and table.loss["matmul_chain"]["reduction"] == pytest.approx(1)
+    assert table.loss["row_sums"]["reduction"] > 2 and table.loss["row_sums"]["matmul"] == pytest.approx(1)
+    paths = table.save(tmp_path / "out")
+    rows = list(csv.DictReader(paths["csv"].open()))
+    assert [r["program"] for r in rows] == ["matmul_chain", "row_sums"]
+    assert float(rows[0]["matmul"]) == pytest.approx(table.loss["matmul_chain"]["matmul"])
+    assert "| matmul_chain |" in paths["markdown"].read_text() and paths["heatmap"].stat().st_size > 0
+    assert [t.get_text() for t in table.heatmap().axes[0].get_yticklabels()] == ["matmul_chain", "row_sums"]
+    again = Recording()
+    assert ablate_zoo(small_zoo(), ZOO_RULES, executor=again, results_path=path).loss == table.loss
+    assert again.asked == []
+
+
+# ------------------------------------------------------------------------------------------ on Ray (slow)
 @pytest.fixture(scope="module")
 def ray_cluster():
     """A local Ray instance of 2 CPUs on the loopback address, shut down after the module's tests."""
@@ -126,6 +242,7 @@ def test_a_local_ray_cluster_is_bound_to_the_loopback_address(ray_cluster):
 
 @pytest.mark.slow
 def test_a_fuzz_sample_through_ray_equals_the_local_run(ray_cluster, tmp_path):
+    from eqiforge.fuzz.__main__ import main as fuzz_main
     sample = ["--programs", "4", "--per-program", "2", "--configs", "default,greedy", "--seed", "3"]
     assert fuzz_main(sample + ["--out", str(tmp_path / "local")]) == 0
     assert fuzz_main(sample + ["--cluster", "ray", "--out", str(tmp_path / "ray")]) == 0
@@ -140,6 +257,56 @@ def test_a_fuzz_sample_through_ray_equals_the_local_run(ray_cluster, tmp_path):
 @pytest.mark.slow
 def test_a_task_that_kills_its_ray_worker_is_retried_and_one_that_always_does_is_a_crash(ray_cluster, tmp_path):
     marker = [sweep.Task("m", "die", str(tmp_path / "marker"))]
-    assert [r for _, r in sweep.RayExecutor(max_retries=2).map(die_once, marker)] == [{"status": "ok"}]
-    [(_, crashed)] = sweep.RayExecutor(max_retries=1).map(always_die, tasks(1))
-    assert crashed["status"] == "crash" and "Worker" in crashed["error"]
+    assert [done.result for done in sweep.RayExecutor(max_retries=2).map(die_once, marker)] == [{"status": "ok"}]
+    [crashed] = sweep.RayExecutor(max_retries=1).map(always_die, tasks(1))
+    assert crashed.result["status"] == "crash" and "Worker" in crashed.result["error"]
+
+
+@pytest.mark.slow
+def test_on_ray_a_task_past_its_timeout_is_cancelled_and_the_others_keep_their_results(ray_cluster, tmp_path):
+    """Counted from submission there (worker start included): this module's workers are warmed first."""
+    executor = sweep.RayExecutor()
+    sweep.run_sweep(executor, nap, tasks(2, lambda i: 0), tmp_path / "warm.jsonl")
+    work = [sweep.Task("sleeper", "nap", 600), sweep.Task("t1", "nap", 0), sweep.Task("t2", "nap", 0)]
+    started = time.monotonic()
+    results = sweep.run_sweep(executor, nap, work, tmp_path / "results.jsonl", timeout_s=10)
+    assert time.monotonic() - started < 60
+    assert results[0]["status"] == "timeout" and [r["status"] for r in results[1:]] == ["ok", "ok"]
+
+
+@pytest.mark.slow
+def test_on_ray_timed_tasks_hold_their_node_one_at_a_time_and_untimed_ones_share_it(ray_cluster, tmp_path, capsys):
+    executor = sweep.RayExecutor()
+    untimed = sweep.run_sweep(executor, meet, pair(tmp_path), tmp_path / "untimed.jsonl")
+    timed = sweep.run_sweep(executor, nap, tasks(4, lambda i: 0.5), tmp_path / "timed.jsonl", timed=True)
+    assert [r["met"] for r in untimed] == [True, True] and not overlaps(timed)
+    assert {r["cpus"] for r in timed} == {2} and {r["cpus"] for r in untimed} == {None}
+    [node] = ray_cluster.nodes()
+    assert {r["node"] for r in timed} == {f"127.0.0.1/{node['NodeID'][:8]}"}
+    lines = [json.loads(line) for line in (tmp_path / "timed.jsonl").read_text().splitlines()]
+    assert {line["node"] for line in lines} == {f"127.0.0.1/{node['NodeID'][:8]}"}
+    assert f"127.0.0.1/{node['NodeID'][:8]}=4" in capsys.readouterr().err.split("\r")[-1]  # progress per node
+
+
+@pytest.mark.slow
+def test_an_ablation_table_is_the_same_in_one_worker_two_and_on_ray_and_measured_rows_name_their_node(ray_cluster):
+    from eqiforge import examples
+    from eqiforge.viz import ablate
+    chain = examples.load("matmul_chain")
+    tables = []
+    for executor in (sweep.LocalExecutor(1), sweep.LocalExecutor(2), sweep.RayExecutor()):
+        with executor:
+            tables.append(ablate(*chain, rules=["matmul", "transpose"], mode="each", executor=executor))
+    assert untimed(tables[0].rows) == untimed(tables[1].rows) == untimed(tables[2].rows)
+    assert [row["combination"] for row in tables[2].rows] == ["none", "matmul only", "transpose only"]
+    measured = ablate(*chain, rules=["matmul"], mode="all", measure=True, repeats=2, executor=sweep.RayExecutor())
+    [node] = ray_cluster.nodes()
+    assert measured.rows[0]["measured_us"] > 0 and measured.rows[0]["node"] == f"127.0.0.1/{node['NodeID'][:8]}"
+
+
+@pytest.mark.slow
+def test_a_zoo_table_on_ray_equals_the_local_one(ray_cluster):
+    from eqiforge.viz.zoo import ablate_zoo
+    local = ablate_zoo(small_zoo(), ZOO_RULES, jobs=1)
+    on_ray = ablate_zoo(small_zoo(), ZOO_RULES, executor=sweep.RayExecutor())
+    assert (on_ray.loss, on_ray.predicted_us, on_ray.rulesets) == (local.loss, local.predicted_us, local.rulesets)

@@ -6,6 +6,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+import torch
 from matplotlib.colors import to_rgba
 
 import eqiforge
@@ -120,8 +121,16 @@ def test_unknown_rule_set_is_a_clear_error(chain):
 
 
 @pytest.fixture(scope="module")
-def table(chain):
-    return ablate(*chain, rules=RULES, mode="each", jobs=2, name="matmul_chain")
+def workers():
+    """Two local workers kept for this module's ablations (each would start its own: seconds of imports)."""
+    from eqiforge import sweep
+    with sweep.LocalExecutor(2) as executor:
+        yield executor
+
+
+@pytest.fixture(scope="module")
+def table(chain, workers):
+    return ablate(*chain, rules=RULES, mode="each", name="matmul_chain", executor=workers)
 
 
 def test_ablation_rows_match_optimizing_directly(chain, table):
@@ -136,26 +145,48 @@ def test_ablation_rows_match_optimizing_directly(chain, table):
     assert matmul["predicted_us"] < none["predicted_us"] and matmul["enodes"] > none["enodes"]
 
 
-def test_workers_price_rows_as_this_process_does_on_the_cpu(chain, monkeypatch):
+def test_workers_price_rows_as_this_process_does_on_the_cpu(chain, workers, monkeypatch):
     """Ablation workers run one thread each and this CPU's calibration is per thread count: rows priced there
     must still be priced for this process's CPU (the docs' table had its "all" row, run here, at half the
     predicted time of every row run in a worker)."""
     monkeypatch.delenv("EQIFORGE_DEVICE")
-    table = ablate(*chain, rules=["matmul", "transpose"], mode="each", jobs=2)
+    table = ablate(*chain, rules=["matmul", "transpose"], mode="each", executor=workers)
     for row, (_, sets) in zip(table.rows, combinations(["matmul", "transpose"], "each")):
         assert row["predicted_us"] == pytest.approx(eqiforge.optimize(*chain, rules=list(sets)).report.predicted_after
                                                     * 1e6)
 
 
-def test_ablation_defaults_to_the_rule_sets_optimize_uses(chain):
-    (row,) = ablate(*chain, mode="all", jobs=1).rows
+def bessel_chain(a, b, c, v):
+    """A program whose captured form does not pickle (its Extern holds a PyTorch operator object)."""
+    return torch.special.bessel_j0(a) @ b @ c @ v
+
+
+def test_a_program_whose_capture_does_not_pickle_is_captured_again_in_the_workers(chain, workers):
+    import pickle
+
+    from eqiforge import frontend
+    inputs = chain[1]
+    with pytest.raises(Exception):
+        pickle.dumps(frontend.capture(bessel_chain, inputs))
+    (row,) = ablate(bessel_chain, inputs, rules=["matmul"], mode="all", executor=workers).rows
+    report = eqiforge.optimize(bessel_chain, inputs, rules=["matmul"]).report
+    assert row["predicted_us"] == pytest.approx(report.predicted_after * 1e6) and row["enodes"] == report.enodes
+    with pytest.raises(eqiforge.EqiforgeError, match="pickles"):
+        ablate(lambda *args: bessel_chain(*args), inputs, rules=["matmul"], mode="all", executor=workers)
+
+
+def test_ablation_defaults_to_the_rule_sets_optimize_uses(chain, workers):
+    (row,) = ablate(*chain, mode="all", executor=workers).rows
     report = eqiforge.optimize(*chain).report
     assert row["rule_sets"] == "+".join(report.rulesets) and len(report.rulesets) >= 4
     assert row["predicted_us"] == pytest.approx(report.predicted_after * 1e6) and row["enodes"] == report.enodes
 
 
 def test_ablation_times_saturations_it_runs_itself(chain, tmp_path, monkeypatch):
-    """The table's seconds are the optimizer's cost: ablation neither reads nor fills the caches."""
+    """The table's seconds are the optimizer's cost: an ablation task neither reads nor fills the caches (run here,
+    in this process, to see what it asks of saturation)."""
+    from eqiforge import sweep
+    from eqiforge.viz import ablation
     monkeypatch.setenv("EQIFORGE_CACHE_DIR", str(tmp_path))
     eqiforge.optimize(*chain, rules=["matmul"])  # stores this saturation
     stored = sorted(p.name for p in tmp_path.rglob("*.pkl"))
@@ -164,11 +195,18 @@ def test_ablation_times_saturations_it_runs_itself(chain, tmp_path, monkeypatch)
     from eqiforge.egraph import saturate as sat
     real = sat.saturate
     monkeypatch.setattr(sat, "saturate", lambda *a, **k: seen.append(k["use_cache"]) or real(*a, **k))
-    ablate(*chain, rules=["matmul"], mode="all", jobs=1)
+    opts, _, runs = ablation.setup(["matmul"], "all", 1, 1, {})
+    captured, opts = ablation.prepared(*chain, opts)
+    program = ablation.shipped(captured, *chain)
+    threads = torch.get_num_threads()
+    try:  # the task runs on one core, as in a worker
+        ablation.optimize_task(sweep.Task("all", "ablation", ablation.Combination(program, ("matmul",), opts)))
+    finally:
+        torch.set_num_threads(threads)
     assert seen == [False] and sorted(p.name for p in tmp_path.rglob("*.pkl")) == stored
 
 
-def test_ablation_is_deterministic_in_process_and_in_workers(chain, table):
+def test_ablation_is_the_same_in_one_worker_and_in_two(chain, table):
     again = ablate(*chain, rules=RULES, mode="each", jobs=1)
     timings = ("saturate_s", "extract_s")
     assert [{k: v for k, v in r.items() if k not in timings} for r in again.rows] == \
@@ -191,17 +229,18 @@ def test_ablation_files(table, tmp_path):
     assert [t.get_text() for t in fig.axes[0].get_yticklabels()] == [r["combination"] for r in table.rows]
 
 
-def test_measure_times_each_combination(chain):
-    measured = ablate(*chain, rules=["matmul"], mode="all", jobs=1, measure=True, repeats=2)
-    assert measured.rows[0]["measured_us"] > 0
+def test_measure_times_each_combination_and_says_where(chain, workers):
+    import socket
+    measured = ablate(*chain, rules=["matmul"], mode="all", measure=True, repeats=2, executor=workers)
+    assert measured.rows[0]["measured_us"] > 0 and measured.rows[0]["node"] == socket.gethostname()
     assert measured.plot().axes[2].get_title() == "Measured time"
 
 
 def test_ablate_command(tmp_path, capsys):
     code, out, err = run(capsys, "ablate", "--example", "matmul_chain", "--rules", "matmul,transpose",
-                         "--out", tmp_path, "--jobs", "2")
+                         "--out", tmp_path, "--workers", "2")
     assert code == 0 and "| all - matmul |" in out and "3 runs in" in err
-    assert {p.name for p in tmp_path.iterdir()} == {"ablation.md", "ablation.csv", "ablation.png"}
+    assert {p.name for p in tmp_path.iterdir()} == {"ablation.md", "ablation.csv", "ablation.png"}  # no sweep.jsonl
 
 
 # ------------------------------------------------------------------------------------------------ drawings
@@ -285,24 +324,6 @@ def test_the_ablate_commands_modes_are_ablates():
     assert tuple(mode.choices) == MODES
 
 
-def test_a_zoo_ablation_finds_the_rule_set_each_program_needs(tmp_path):
-    """Leave-one-out over two rule sets on two programs: the matrix chain loses its reassociation without
-    matmul and nothing without reduction, the row sums the other way round; files and heatmap follow."""
-    from eqiforge.viz.zoo import ablate_zoo
-    programs = {name: examples.load(name) for name in ("matmul_chain", "row_sums")}
-    table = ablate_zoo(programs, rules=["matmul", "reduction"], jobs=1)
-    assert table.rulesets == ["matmul", "reduction"]
-    assert table.loss["matmul_chain"]["matmul"] > 2 and table.loss["matmul_chain"]["reduction"] == pytest.approx(1)
-    assert table.loss["row_sums"]["reduction"] > 2 and table.loss["row_sums"]["matmul"] == pytest.approx(1)
-    paths = table.save(tmp_path)
-    rows = list(csv.DictReader(paths["csv"].open()))
-    assert [r["program"] for r in rows] == ["matmul_chain", "row_sums"]
-    assert float(rows[0]["matmul"]) == pytest.approx(table.loss["matmul_chain"]["matmul"])
-    assert "| matmul_chain |" in paths["markdown"].read_text() and paths["heatmap"].stat().st_size > 0
-    fig = table.heatmap()
-    assert [t.get_text() for t in fig.axes[0].get_yticklabels()] == ["matmul_chain", "row_sums"]
-
-
 def test_the_ablate_command_takes_a_folder_of_programs_as_a_zoo(tmp_path, capsys):
     zoo = tmp_path / "zoo"
     zoo.mkdir()
@@ -310,7 +331,7 @@ def test_the_ablate_command_takes_a_folder_of_programs_as_a_zoo(tmp_path, capsys
                                   "    def forward(self, a, b, v):\n        return a @ b @ v\n\n\n"
                                   "def get_inputs():\n    return [torch.randn(64, 64), torch.randn(64, 64), "
                                   "torch.randn(64, 1)]\n")
-    code = cli.main(["ablate", "--zoo", str(zoo), "--rules", "matmul,reduction", "--jobs", "1",
+    code = cli.main(["ablate", "--zoo", str(zoo), "--rules", "matmul,reduction", "--workers", "1",
                      "--out", str(tmp_path / "out")])
     assert code == 0 and "| chain |" in capsys.readouterr().out
     assert (tmp_path / "out" / "zoo.png").exists()

@@ -33,13 +33,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--triton", type=int, default=0, metavar="K",
                         help="also K triton-backend jobs on tiny programs, under the Triton interpreter")
     parser.add_argument("--timeout", type=float, default=60.0, help="seconds per job before it is a hang")
-    parser.add_argument("--workers", type=int, default=2, help="local worker processes (default 2)")
-    parser.add_argument("--cluster", choices=sweep.CLUSTERS, default=None,
-                        help="where jobs run: local worker processes or a Ray cluster (default $EQIFORGE_CLUSTER, "
-                             "else local; ray needs pip install 'eqiforge[cluster]')")
-    parser.add_argument("--address", default=None, help="the Ray cluster's address (implies --cluster ray)")
-    parser.add_argument("--resume", action="store_true",
-                        help="skip the jobs DIR/sweep.jsonl holds from an interrupted run of the same campaign")
+    sweep.add_arguments(parser)  # --workers, --cluster, --address, --resume
     parser.add_argument("--out", required=True, help="directory for the summary and the reproducers")
 
 
@@ -70,17 +64,15 @@ def campaign(args, command: str) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     try:
-        executor = sweep.executor_from(args.cluster, args.address,
-                                       local=runner.JobPool(args.workers, str(out / "workers.log")))
+        executor = sweep.executor_of(args, local=runner.JobPool(args.workers, str(out / "workers.log")))
     except EqiforgeError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     jobs = runner.plan_jobs(args.programs, args.seed, configs, args.per_program, args.triton, args.timeout)
-    if not args.resume:
-        (out / "sweep.jsonl").unlink(missing_ok=True)
+    results_path = sweep.results_file(out, args.resume)
     start = time.perf_counter()
     tasks = [sweep.Task(job.name, "fuzz", job) for job in jobs]
-    stored = sweep.run_sweep(executor, runner.run_task, tasks, out / "sweep.jsonl", desc="fuzzing",
+    stored = sweep.run_sweep(executor, runner.run_task, tasks, results_path, desc="fuzzing",
                              failed=lambda result: result["status"] in runner.FAILURES)
     results = [(job, runner.outcome_from(result)) for job, result in zip(jobs, stored)]
     (out / "results.jsonl").write_text("".join(json.dumps(runner.as_record(*r)) + "\n" for r in results))

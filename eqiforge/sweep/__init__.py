@@ -1,7 +1,13 @@
 """Sweeps: many independent tasks (fuzz jobs, programs x rule sets, synthesis shards) run by one executor interface,
-local worker processes by default or Ray on a cluster, merged in task order and resumable from a results file."""
-from .executor import CLUSTERS, Executor, LocalExecutor, executor_from, run_sweep
+local worker processes by default or Ray on a cluster, merged in task order and resumable from a results file.
+Timed tasks hold a node to themselves; any task may have a timeout."""
+from .cli import add_arguments, executor_of, results_file
+from .executor import Executor, LocalExecutor
+from .nodes import task_cpus, this_node
 from .ray_executor import RayExecutor
-from .records import Task, crash
+from .records import Finished, Task, crash, is_failure, timeout
+from .run import CLUSTERS, executor_from, run_sweep
 
-__all__ = ["CLUSTERS", "Executor", "LocalExecutor", "RayExecutor", "Task", "crash", "executor_from", "run_sweep"]
+__all__ = ["CLUSTERS", "Executor", "Finished", "LocalExecutor", "RayExecutor", "Task", "add_arguments", "crash",
+           "executor_from", "executor_of", "is_failure", "results_file", "run_sweep", "task_cpus", "this_node",
+           "timeout"]

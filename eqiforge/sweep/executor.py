@@ -1,130 +1,137 @@
-"""The executor interface, the local executor and the resumable sweep.
+"""The executor interface and the local executor.
 
-A sweep is a list of :class:`Task` records and a module-level function that runs one task and returns a plain
-JSON-serialisable result. ``Executor.map(fn, tasks)`` yields ``(task, result)`` as tasks finish, in any order;
-:func:`run_sweep` appends each result to a results file as it arrives and returns the results in task order,
-so a sweep gives the same table whatever executed it, and a sweep started again skips the ids the file holds.
-A task that raises, or that a worker dies under more often than the retries allow, comes back as a
-:func:`crash` record: never lost, never a hung sweep.
+An executor runs a sweep's :class:`Task` records with a module-level task function that returns a plain,
+JSON-serialisable result: ``map(fn, tasks)`` yields a :class:`Finished` per task as tasks finish, in any order.
+A task that raises, or that a worker dies under more often than the retries allow, comes back as a crash
+record, and one that runs past ``timeout_s`` as a timeout record: never lost, never a hung sweep. ``timed``
+tasks are measurements: no two of them run on one node at once, nor beside another task of the same map.
+An executor keeps its workers from its first map until it is closed (``with executor: ...``), so the maps of
+one study (optimize, then time) start them once.
 """
 from __future__ import annotations
 
 import concurrent.futures
-import json
+import contextlib
 import multiprocessing
 import os
+import signal
+import socket
+import time
 from concurrent.futures.process import BrokenProcessPool
-from pathlib import Path
 from typing import Any, Callable, Iterator, Protocol
 
-from tqdm import tqdm
+from .nodes import run_on_node
+from .records import Finished, Task, crash, timeout
 
-from ..errors import EqiforgeError
-
-from .ray_executor import RayExecutor
-from .records import Task, crash
-
-CLUSTERS = ("local", "ray")
+_STARTS = None  # in a local worker: the queue on which it says which task it starts
 
 
 class Executor(Protocol):
-    def map(self, fn: Callable[[Task], Any], tasks: list[Task]) -> Iterator[tuple[Task, Any]]:
-        """``(task, fn(task))`` for every task, as they finish."""
+    def map(self, fn: Callable[[Task], Any], tasks: list[Task], *, timed: bool = False,
+            timeout_s: float | None = None) -> Iterator[Finished]:
+        """A :class:`Finished` pair ``(task, result)`` for every task, as they finish."""
+
+    def close(self) -> None:
+        """Let the workers go."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
 
 
-class LocalExecutor:
-    """Spawned worker processes on this machine (no dependency). At most ``workers`` tasks are in flight, so where
-    a worker dies the culprit is among them: each is run again up to ``max_retries`` times, then a crash."""
+def _remember(starts) -> None:
+    global _STARTS
+    _STARTS = starts
+
+
+def _run_reporting(fn, task: Task, cpus: int | None) -> tuple:
+    """``run_on_node`` in a local worker, which first says which task it starts, in which process, when."""
+    _STARTS.put((task.id, os.getpid(), time.monotonic()))
+    return run_on_node(fn, task, cpus)
+
+
+class LocalExecutor(Executor):
+    """Spawned worker processes on this machine (no dependency). At most ``workers`` tasks are in flight (timed
+    ones: one, holding the machine), so where a worker dies the culprit is among them: each is run again up to
+    ``max_retries`` times, then a crash. A task past its timeout (counted from when its worker starts it) has
+    its worker killed; the pool breaks and starts again, and the other tasks in flight run again, no retry
+    counted. Workers start at the first map and serve the later ones (with this process's environment then)."""
+
+    POLL_S = 0.2  # how often timeouts are checked
 
     def __init__(self, workers: int = 2, max_retries: int = 1):
         self.workers, self.max_retries = max(1, workers), max_retries
+        self.node = socket.gethostname()
+        self._pool: concurrent.futures.ProcessPoolExecutor | None = None
+        self._starts = None
 
-    def _pool(self) -> concurrent.futures.ProcessPoolExecutor:
-        return concurrent.futures.ProcessPoolExecutor(self.workers, mp_context=multiprocessing.get_context("spawn"))
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
 
-    def map(self, fn, tasks):
+    def _ready(self) -> concurrent.futures.ProcessPoolExecutor:
+        if self._pool is None:
+            context = multiprocessing.get_context("spawn")
+            self._starts = context.SimpleQueue()
+            self._pool = concurrent.futures.ProcessPoolExecutor(self.workers, mp_context=context,
+                                                                initializer=_remember, initargs=(self._starts,))
+        return self._pool
+
+    def _read_starts(self, started: dict) -> None:
+        while not self._starts.empty():
+            task_id, pid, at = self._starts.get()
+            started[task_id] = (pid, at)
+
+    def map(self, fn, tasks, *, timed=False, timeout_s=None):
+        limit, cpus = (1, len(os.sched_getaffinity(0))) if timed else (self.workers, None)
         todo = [(task, 0) for task in reversed(tasks)]  # a stack: popped in task order
         running: dict[concurrent.futures.Future, tuple[Task, int]] = {}
-        pool = self._pool()
+        started: dict[str, tuple[int, float]] = {}  # task id -> (its worker's pid, when it started)
+
+        def overdue(future) -> bool:
+            task_id = running[future][0].id
+            return (timeout_s is not None and not future.done() and task_id in started
+                    and time.monotonic() - started[task_id][1] > timeout_s)
+
+        def finished(task, result, node: str = self.node) -> Finished:
+            return Finished(task, result, node, sum(t.id in started for t, _ in running.values()))
+
         try:
             while todo or running:
-                while todo and len(running) < self.workers:
+                pool = self._ready()
+                while todo and len(running) < limit:
                     task, attempt = todo.pop()
-                    running[pool.submit(fn, task)] = (task, attempt)
-                done, _ = concurrent.futures.wait(running, return_when=concurrent.futures.FIRST_COMPLETED)
-                if any(isinstance(f.exception(), BrokenProcessPool) for f in done):
+                    running[pool.submit(_run_reporting, fn, task, cpus)] = (task, attempt)
+                wait_s = None if timeout_s is None else self.POLL_S
+                done, _ = concurrent.futures.wait(running, wait_s, concurrent.futures.FIRST_COMPLETED)
+                self._read_starts(started)
+                late = {future for future in running if overdue(future)}
+                for future in late:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(started[running[future][0].id][0], signal.SIGKILL)
+                broke = late or any(isinstance(f.exception(), BrokenProcessPool) for f in done)
+                if broke:
                     done = concurrent.futures.wait(running).done  # the pool broke under every task in flight
-                lost = []
                 for future in done:
                     task, attempt = running.pop(future)
+                    started.pop(task.id, None)
                     error = future.exception()
-                    if isinstance(error, BrokenProcessPool):
-                        lost.append((task, attempt, error))
+                    if not isinstance(error, BrokenProcessPool):
+                        yield finished(task, crash(error)) if error else finished(task, *future.result())
+                    elif future in late:
+                        yield finished(task, timeout(timeout_s))
+                    elif late:  # lost to the kill of another task's worker: not its fault
+                        todo.append((task, attempt))
+                    elif attempt < self.max_retries:
+                        todo.append((task, attempt + 1))
                     else:
-                        yield task, crash(error) if error else future.result()
-                if lost:
-                    pool.shutdown(wait=True)
-                    pool = self._pool()
-                    for task, attempt, error in lost:
-                        if attempt < self.max_retries:
-                            todo.append((task, attempt + 1))
-                        else:
-                            yield task, crash(f"its worker process died ({error}), {attempt + 1} times")
+                        yield finished(task, crash(f"its worker process died ({error}), {attempt + 1} times"))
+                if broke:
+                    self.close()
         finally:
-            pool.shutdown(wait=True, cancel_futures=True)
-
-
-def executor_from(cluster: str | None = None, address: str | None = None, workers: int = 2,
-                  local: Executor | None = None) -> Executor:
-    """The executor a command's ``--cluster`` / ``--address`` / ``--workers`` (or ``$EQIFORGE_CLUSTER``) ask for:
-    Ray where ``cluster`` is "ray" or an address is given, else ``local`` (default: local worker processes)."""
-    cluster = cluster or os.environ.get("EQIFORGE_CLUSTER") or ("ray" if address else "local")
-    if cluster not in CLUSTERS:
-        raise EqiforgeError(f"unknown cluster {cluster!r}: one of {', '.join(CLUSTERS)}")
-    if cluster == "ray" or address:
-        return RayExecutor(address)
-    return local or LocalExecutor(workers)
-
-
-def stored_results(path: Path) -> dict[str, Any]:
-    """id -> result of every complete line of a results file (a line cut short by an interruption is skipped)."""
-    found = {}
-    if path.exists():
-        for line in path.read_text().splitlines():
-            try:
-                entry = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            found[entry["id"]] = entry["result"]
-    return found
-
-
-def is_crash(result) -> bool:
-    return isinstance(result, dict) and result.get("status") == "crash"
-
-
-def run_sweep(executor: Executor, fn: Callable[[Task], Any], tasks: list[Task], results_path: str | Path,
-              failed: Callable[[Any], bool] = is_crash, desc: str = "sweep") -> list:
-    """Run the tasks whose id ``results_path`` does not hold yet, appending ``{"id", "result"}`` lines as results
-    arrive (progress on stderr: tasks done, ``failed`` ones); the results of all ``tasks``, in task order."""
-    ids = [task.id for task in tasks]
-    if len(set(ids)) != len(ids):
-        raise EqiforgeError("a sweep's task ids must be unique")
-    path = Path(results_path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    results = stored_results(path)
-    todo = [task for task in tasks if task.id not in results]
-    failures = sum(failed(results[i]) for i in ids if i in results)
-    cut_short = path.exists() and path.stat().st_size and not path.read_bytes().endswith(b"\n")
-    with open(path, "a") as log, tqdm(total=len(tasks), initial=len(tasks) - len(todo), unit="task", desc=desc,
-                                      postfix={"failed": failures}) as bar:
-        if cut_short:
-            log.write("\n")  # the interrupted line stays alone (and skipped)
-        for task, result in executor.map(fn, todo):
-            log.write(json.dumps({"id": task.id, "result": result}) + "\n")
-            log.flush()
-            results[task.id] = result
-            failures += failed(result)
-            bar.set_postfix(failed=failures)
-            bar.update(1)
-    return [results[i] for i in ids]
+            if running and self._pool is not None:  # the caller stopped early: tasks in flight are abandoned
+                self._pool.shutdown(wait=False, cancel_futures=True)
+                self._pool = None

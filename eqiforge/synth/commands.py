@@ -17,11 +17,10 @@ def _synthesize(args) -> int:
     from . import run
     ops = args.ops.split(",") if args.ops else None
     without = tuple(args.without.split(",")) if args.without else ()
-    from ..sweep import executor_from
-    executor = executor_from(args.cluster, args.address, args.workers) if args.cluster or args.address or \
-        args.workers > 1 else None
-    out = run.synthesize(ops, args.vars, args.max_size, args.seed, args.time_limit, args.device, without=without,
-                         executor=executor)
+    from ..sweep import executor_of
+    with executor_of(args) as executor:
+        out = run.synthesize(ops, args.vars, args.max_size, args.seed, args.time_limit, args.device,
+                             without=without, executor=executor)
     egg, report = run.write(out, args.out)
     e = out.enumeration
     print(f"{e.terms} terms, {len(e.candidates)} candidates, {out.derivable} derivable by the shipped rules, "
@@ -41,6 +40,7 @@ def _check(args) -> int:
 
 def add_commands(sub) -> None:
     from ..pipeline.options import priced_device_help
+    from ..sweep import add_arguments as add_sweep_arguments
     from .terms import DEFAULT_OPS, DEFAULT_VARS
     rules = sub.add_parser("rules", help="list rule sets and their rules; synthesize new rules; check a rule file")
     rules.set_defaults(run=_list)
@@ -57,10 +57,7 @@ def add_commands(sub) -> None:
     s.add_argument("--priced-device", "--device", dest="device",
                    help=priced_device_help("$EQIFORGE_DEVICE, else cpu"))
     s.add_argument("--without", help="comma-separated shipped rules to leave out (do they come back?)")
-    s.add_argument("--workers", type=int, default=1,
-                   help="local worker processes for the long steps (default 1: all in this process)")
-    s.add_argument("--cluster", choices=("local", "ray"), default=None, help="where the long steps run")
-    s.add_argument("--address", default=None, help="the Ray cluster's address (implies --cluster ray)")
+    add_sweep_arguments(s, resumable=False)
     s.set_defaults(run=_synthesize)
     c = verbs.add_parser("check", help="verify every rule of a rule file numerically; exit 1 on an unsound one")
     c.add_argument("file", help="a rule file (.egg)")

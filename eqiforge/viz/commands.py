@@ -13,6 +13,7 @@ from pathlib import Path
 
 def add_commands(sub) -> None:
     """Add the three sub-commands to ``sub`` (the CLI's sub-parsers)."""
+    from ..sweep.cli import add_arguments as sweep_arguments
     g = _program_parser(sub, "growth", "plot how the e-graph grew during saturation (PNG or SVG)")
     g.add_argument("--out", required=True, help="picture to write: growth.png or growth.svg")
     g.set_defaults(run=_growth)
@@ -24,12 +25,13 @@ def add_commands(sub) -> None:
     a.add_argument("--mode", default="leave-one-out", choices=("all", "leave-one-out", "each", "subsets"),
                    help="all: every set together; leave-one-out (default): all, then all but one for each set; "
                         "each: none, then each set alone; subsets: all 2^n subsets (n <= 6)")
-    a.add_argument("--out", required=True, help="folder for ablation.md, ablation.csv and ablation.png")
-    a.add_argument("--jobs", type=int, default=2, help="worker processes (default 2)")
+    a.add_argument("--out", required=True, help="folder for ablation.md, ablation.csv and ablation.png (and, while "
+                                                "it runs, sweep.jsonl: the runs done, from which --resume goes on)")
     a.add_argument("--time", action="store_true", default=None,
-                   help="also time each optimized module on this machine's device (median of --repeats calls); "
+                   help="also time each optimized module, one at a time per machine (median of --repeats calls); "
                         "default: only where CUDA is available")
     a.add_argument("--repeats", type=int, default=20, help="timed calls per combination with --time")
+    sweep_arguments(a)
     a.set_defaults(run=_ablate)
     d = _program_parser(sub, "draw", "draw the e-graph (extracted e-nodes highlighted) or the chosen plan")
     d.add_argument("--what", default="egraph", choices=["egraph", "plan"], help="egraph (default) or plan")
@@ -80,33 +82,42 @@ def _growth(args) -> int:
 
 
 def _ablate(args) -> int:
-    from .ablation import ablate
-    if args.zoo:
-        return _ablate_zoo(args)
-    fn, inputs, name, options = _program(args)
+    """One program's table, or a zoo's, from one sweep on the executor the flags ask for."""
+    from .. import sweep
     started = time.perf_counter()
-    table = ablate(fn, inputs, rules=_rules(args), mode=args.mode, jobs=args.jobs, measure=args.time,
-                   repeats=args.repeats, progress=True, name=name, **options)
+    results = sweep.results_file(args.out, args.resume)
+    with sweep.executor_of(args) as executor:
+        table, what = (_zoo_table if args.zoo else _program_table)(args, executor, results)
+    results.unlink()  # the table is written: nothing left to resume
     paths = table.save(args.out)
     print(table.to_markdown())
-    print(f"{len(table.rows)} runs in {time.perf_counter() - started:.1f} s; wrote "
-          f"{', '.join(str(p) for p in paths.values())}", file=sys.stderr)
+    print(f"{what} in {time.perf_counter() - started:.1f} s; wrote {', '.join(str(p) for p in paths.values())}",
+          file=sys.stderr)
     return 0
 
 
-def _ablate_zoo(args) -> int:
+def _program_table(args, executor, results):
+    from ..frontend import targets
+    from .ablation import ProgramSource, ablate
+    fn, inputs, name, options = _program(args)
+    path, colon, factory = (args.target or "").partition(":")
+    target = f"{Path(path).resolve()}{colon}{factory}" if path else None  # workers may start elsewhere
+    table = ablate(fn, inputs, rules=_rules(args), mode=args.mode, measure=args.time, repeats=args.repeats,
+                   progress=not args.quiet, name=name, executor=executor, results_path=results,
+                   source=ProgramSource(targets.load_target, (target, args.example)), **options)
+    return table, f"{len(table.rows)} runs"
+
+
+def _zoo_table(args, executor, results):
     from ..frontend.targets import load_zoo
     from ..pipeline.options import from_arguments
-    from .zoo import ablate_zoo
+    from .zoo import ablate_zoo, zoo_sources
     options = from_arguments(args)
     options.pop("rules", None)
-    started = time.perf_counter()
-    table = ablate_zoo(load_zoo(args.zoo), _rules(args), args.jobs, progress=True, **options)
-    paths = table.save(args.out)
-    print(table.to_markdown())
-    print(f"{len(table.loss)} programs in {time.perf_counter() - started:.1f} s; wrote "
-          f"{', '.join(str(p) for p in paths.values())}", file=sys.stderr)
-    return 0
+    programs = load_zoo(args.zoo)
+    table = ablate_zoo(programs, _rules(args), progress=not args.quiet, executor=executor, results_path=results,
+                       sources=zoo_sources(args.zoo, programs), **options)
+    return table, f"{len(table.loss)} programs"
 
 
 def _draw(args) -> int:

@@ -1,10 +1,11 @@
 """Rule-set ablation across a zoo of programs: which rule sets matter where.
 
-Each program is ablated leave-one-out (``ablation.ablate``: every rule set, then all but one, for each); its
-row in the table is, per rule set, the predicted plan time without that set over the time with all of them
-(1.0: the set changes nothing for this program; 3.0: without it the plan is predicted 3x slower). The table
-is data, Markdown, CSV and a heatmap (programs x rule sets). Programs are ablated one after another, each in
-``jobs`` worker processes; rule sets a program's default run does not use (another backend's) are blank.
+Each program is ablated leave-one-out (every rule set, then all but one, for each); its row in the table is, per
+rule set, the predicted plan time without that set over the time with all of them (1.0: the set changes nothing
+for this program; 3.0: without it the plan is predicted 3x slower). The table is data, Markdown, CSV and a
+heatmap (programs x rule sets). The whole zoo is one sweep (``ablation.run_combinations``: every program x every
+combination) on local worker processes or a Ray cluster; a worker loads a program of a zoo given by name
+(:func:`zoo_sources`) itself.
 """
 from __future__ import annotations
 
@@ -13,8 +14,10 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .. import examples
 from ..errors import EqiforgeError
-from .ablation import ablate
+from ..frontend.targets import load_target
+from .ablation import ProgramSource, executor_or_local, prepared, run_combinations, setup, shipped
 from .figures import new_figure, save, save_table
 
 
@@ -24,7 +27,7 @@ class ZooTable:
 
     loss: dict[str, dict[str, float]] = field(default_factory=dict)
     predicted_us: dict[str, float] = field(default_factory=dict)  # per program, with every rule set
-    rulesets: list[str] = field(default_factory=list)  # the columns, in the first program's order
+    rulesets: list[str] = field(default_factory=list)  # the columns
 
     def to_markdown(self) -> str:
         """Programs as rows, rule sets as columns, the loss to two decimals (blank: not in that run)."""
@@ -73,17 +76,37 @@ class ZooTable:
         return save_table(self, folder, "zoo", "heatmap", self.heatmap)
 
 
-def ablate_zoo(programs: dict, rules=None, jobs: int = 2, progress: bool = False, **options) -> ZooTable:
+def ablate_zoo(programs: dict, rules=None, jobs: int = 2, progress: bool = False, *, executor=None,
+               results_path=None, sources: dict | None = None, **options) -> ZooTable:
     """Ablate every program of ``programs`` (name -> (callable, example inputs)) leave-one-out over ``rules``
-    (default: the rule sets ``eqiforge.optimize`` uses for each) and tabulate each set's loss per program.
-    ``options`` are ``eqiforge.optimize``'s; nothing is timed (the predicted times are compared)."""
-    table = ZooTable()
+    (default: the rule sets ``eqiforge.optimize`` uses) as one sweep on ``executor`` (default: ``jobs`` local
+    worker processes; rows kept in ``results_path`` as ``ablation.ablate`` keeps them) and tabulate each set's
+    loss per program. ``sources`` (name -> ProgramSource) say how workers load programs (default: they get the
+    captured programs). ``options`` are ``eqiforge.optimize``'s; nothing is timed (predicted times compare)."""
+    opts, names, runs = setup(rules, "leave-one-out", jobs, 1, options)
+    plans = {}
     for name, (fn, inputs) in programs.items():
-        rows = ablate(fn, inputs, rules, "leave-one-out", jobs, measure=False, progress=progress, name=name,
-                      **options).rows
-        reference = rows[0]["predicted_us"]
-        table.predicted_us[name] = reference
-        table.loss[name] = {row["combination"].removeprefix("all - "): row["predicted_us"] / reference
-                            for row in rows[1:]}
-        table.rulesets += [s for s in table.loss[name] if s not in table.rulesets]
+        captured, program_opts = prepared(fn, inputs, opts)
+        plans[name] = ((sources or {}).get(name) or shipped(captured, fn, inputs), runs, program_opts)
+    with executor_or_local(executor, jobs) as runner:
+        rows = run_combinations(runner, plans, results_path, progress)
+    table = ZooTable(rulesets=names)
+    for name, (reference, *others) in rows.items():
+        table.predicted_us[name] = reference["predicted_us"]
+        table.loss[name] = {row["combination"].removeprefix("all - "): row["predicted_us"] / reference["predicted_us"]
+                            for row in others}
     return table
+
+
+def zoo_sources(spec: str, names) -> dict[str, ProgramSource]:
+    """How a worker loads each program ``names`` of the zoo ``spec`` ("examples" or a folder of program files)
+    by itself, as ``frontend.targets.load_zoo`` loads it (a folder by its absolute path: workers may start
+    elsewhere)."""
+    spec = spec if spec == "examples" else str(Path(spec).resolve())
+    return {name: ProgramSource(zoo_program, (spec, name)) for name in names}
+
+
+def zoo_program(spec: str, name: str):
+    """(callable, example inputs) of the program ``name`` of the zoo ``spec``: a built-in example, or the file
+    ``name``.py of the folder ``spec``."""
+    return examples.load(name) if spec == "examples" else load_target(str(Path(spec) / f"{name}.py"))
