@@ -72,8 +72,9 @@ def campaign(args, command: str) -> int:
     results_path = sweep.results_file(out, args.resume)
     start = time.perf_counter()
     tasks = [sweep.Task(job.name, "fuzz", job) for job in jobs]
-    stored = sweep.run_sweep(executor, runner.run_task, tasks, results_path, desc="fuzzing",
-                             failed=lambda result: result["status"] in runner.FAILURES)
+    with executor:
+        stored = sweep.run_sweep(executor, runner.run_task, tasks, results_path, desc="fuzzing",
+                                 failed=lambda result: result["status"] in runner.FAILURES)
     results = [(job, runner.outcome_from(result)) for job, result in zip(jobs, stored)]
     (out / "results.jsonl").write_text("".join(json.dumps(runner.as_record(*r)) + "\n" for r in results))
     for job, outcome in results:

@@ -37,6 +37,7 @@ import torch
 import torch.utils._pytree as pytree
 
 import eqiforge
+from eqiforge import sweep
 from eqiforge.egraph import rulesets
 from eqiforge.errors import EqiforgeError
 
@@ -558,12 +559,16 @@ def outcome_from(result: dict) -> Outcome:
     return Outcome(**result)
 
 
-class JobPool:
+class JobPool(sweep.Executor):
     """The local executor of fuzz tasks: :func:`run_jobs`' pool of warm workers (per-job timeouts, hangs
-    killed, dead workers replaced), which runs each task as :func:`run_task` would in a child process."""
+    killed, dead workers replaced), which runs each task as :func:`run_task` would in a child process. Its
+    workers live for one map, so closing it has nothing to let go."""
 
     def __init__(self, workers: int = 2, log_path: str | None = None):
         self.workers, self.log_path = workers, log_path
+
+    def close(self) -> None:
+        pass
 
     def map(self, fn, tasks):
         assert fn is run_task, "the fuzz pool runs fuzz tasks only"
