@@ -159,3 +159,41 @@ def test_a_saved_cpu_model_prices_with_the_calibration_it_was_trained_against(mo
     found, why = learned.find_model("cpu", kernels=False)
     assert found is None and why.endswith(f"trained with {model.device.sms} threads, this process uses "
                                           f"{model.device.sms + 2}")
+
+
+class _TwoNodes:
+    """An executor of two nodes that runs each task here, in order."""
+
+    def nodes(self):
+        return ["node-a", "node-b"]
+
+    def map(self, fn, tasks, timed=False):
+        assert timed, "a profile times kernels: its tasks hold their node"
+        for task in tasks:
+            yield task, fn(task)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        pass
+
+
+def test_a_fleet_profile_runs_a_task_per_node_and_merges_their_records_once_with_each_fingerprint(tmp_path,
+                                                                                                 monkeypatch):
+    from eqiforge import cli, sweep
+    from eqiforge.cost import calibrate
+    from eqiforge.profiling import fleet
+    monkeypatch.setattr(calibrate, "cpu_device", lambda: None)  # the prior is not what this test is about
+    monkeypatch.setattr(sweep, "executor_from", lambda *args, **kwargs: _TwoNodes())
+    args = ["cost", "profile", "--device", "cpu", "--records", "2", "--cluster", "ray", "--out", str(tmp_path)]
+    assert cli.main(args) == 0
+    records = read_records(tmp_path / "cpu" / "records.jsonl")
+    assert len(records) == 2 and len({r["key"] for r in records}) == 2  # the second node's same keys: skipped
+    assert all(r["node"] == sweep.this_node() and r["fingerprint"]["cpu"] == calibrate.cpu_model()
+               and r["seconds"] > 0 for r in records)
+    assert fleet.merge(tmp_path, {"node": "n", "device": None, "run": "no CUDA device"}) == \
+        "n: no CUDA device, nothing measured"
+    assert cli.main(args) == 0  # again: the keys measured are passed to the nodes, which measure the next ones
+    again = read_records(tmp_path / "cpu" / "records.jsonl")
+    assert len(again) == 4 and {r["key"] for r in records} < {r["key"] for r in again}

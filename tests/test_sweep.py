@@ -310,3 +310,29 @@ def test_a_zoo_table_on_ray_equals_the_local_one(ray_cluster):
     local = ablate_zoo(small_zoo(), ZOO_RULES, jobs=1)
     on_ray = ablate_zoo(small_zoo(), ZOO_RULES, executor=sweep.RayExecutor())
     assert (on_ray.loss, on_ray.predicted_us, on_ray.rulesets) == (local.loss, local.predicted_us, local.rulesets)
+
+
+@pytest.mark.slow
+def test_a_synthesis_on_ray_finds_the_rules_it_finds_in_one_process(ray_cluster, monkeypatch):
+    """Its shards (the last size's terms by root operator, derivation and verification chunks) as Ray tasks."""
+    from eqiforge.synth import derive, run, shards
+    monkeypatch.setattr(shards, "MIN_TASKS", 1)  # every step through the executor, however small
+    ops, vars_spec = ["Sum", "Expand", "Mul"], "A:i,j r:1,j s:scalar"
+    here = run.synthesize(ops, vars_spec, 2, progress=False, device="H100")
+    with sweep.RayExecutor() as executor:
+        on_ray = run.synthesize(ops, vars_spec, 2, progress=False, device="H100", executor=executor)
+    assert derive.CHUNK >= len(here.enumeration.candidates)  # one derivation chunk: the graphs are the same
+    assert [c.text() for c in on_ray.enumeration.candidates] == [c.text() for c in here.enumeration.candidates]
+    assert here.kept and run.egg_file(on_ray) == run.egg_file(here)
+
+
+@pytest.mark.slow
+def test_a_profile_on_ray_runs_on_its_node_and_stamps_the_records_with_it(ray_cluster, tmp_path):
+    from eqiforge import cli
+    from eqiforge.cost.dataset import read_records
+    assert cli.main(["cost", "profile", "--device", "cpu", "--records", "2", "--cluster", "ray",
+                     "--out", str(tmp_path)]) == 0
+    records = read_records(tmp_path / "cpu" / "records.jsonl")
+    node = ray_cluster.nodes()[0]
+    assert len(records) == 2 and all(r["node"] == f"127.0.0.1/{node['NodeID'][:8]}" and r["fingerprint"]["cpu"]
+                                     and r["seconds"] > 0 for r in records)

@@ -7,6 +7,7 @@ Records live in ``bench/data/<device>/``; the model in the package, ``eqiforge/c
 from __future__ import annotations
 
 import copy
+import functools
 import itertools
 import json
 import sys
@@ -31,50 +32,55 @@ def table_device(cuda_name: str):
 
 
 def _profile(args) -> int:
-    if args.device == "cpu":
-        return _profile_cpu(args)
-    from ..cost import learned
-    from ..cost.dataset import record_features
-    from .candidates import active_selection, sweep
-    from .measure import cuda_available, cuda_timer
-    from .profile import profile
-    if not cuda_available():
+    if args.cluster or args.address:
+        from .fleet import profile_fleet
+        return profile_fleet(args)
+    measured = profile_here(settings_of(args), args.out)
+    if measured is None:
         print(NO_CUDA, file=sys.stderr)
         return 0
-    import torch
-    device = table_device(torch.cuda.get_device_name())
-    out = Path(args.out or learned.DATA_DIR / device.name)
-    groups = sweep(device, args.seed)
-    if args.active:
-        model = _saved_model(device.name)
-        pool = [r for g in itertools.islice(sweep(device, args.seed + 1), args.pool) for r in g]
-        groups = [active_selection(model, pool, args.records, record_features)]
-    run = profile(out, groups, cuda_timer, device.name, learned.library_versions(), args.budget, args.records)
+    run, out, _ = measured
     print(f"measured {run.measured}, failed {run.failed}, already present {run.skipped}; stopped: {run.stop}; "
           f"records in {out}")
     return 0
 
 
-def _profile_cpu(args) -> int:
-    """The torch backend's native calls on this CPU, into bench/data/cpu (the GPU records' format)."""
+def settings_of(args) -> dict:
+    """What ``profile_here`` needs of the command line, as plain values (a fleet task's payload)."""
+    return {k: getattr(args, k) for k in ("device", "budget", "records", "seed", "active", "pool")}
+
+
+def profile_here(settings: dict, out: str | Path | None = None, known: dict | None = None):
+    """Profile this machine's device (``settings["device"]``: "cuda", or "cpu" for the torch backend's native
+    calls) into ``out`` (default bench/data/<device>), skipping the record keys ``known[device]`` lists;
+    ``(the run, its records folder, the device's stamp)``, or None where "cuda" is asked and there is none."""
     from ..cost import learned
-    from ..cost.calibrate import cpu_device, cpu_model
     from ..cost.dataset import record_features
     from .candidates import active_selection
-    from .cpu import cpu_timer, sweep_cpu
     from .profile import profile
-    out = Path(args.out or learned.DATA_DIR / "cpu")
-    groups = sweep_cpu(args.seed)
-    if args.active:
-        model = _saved_model("cpu")
-        pool = [r for g in itertools.islice(sweep_cpu(args.seed + 1), args.pool) for r in g]
-        groups = [active_selection(model, pool, args.records, record_features)]
-    cpu_device()  # calibrated before timing starts (the prior the model corrects)
-    run = profile(out, groups, cpu_timer, "cpu", learned.library_versions(), args.budget, args.records,
-                  machine=cpu_model())
-    print(f"measured {run.measured}, failed {run.failed}, already present {run.skipped}; stopped: {run.stop}; "
-          f"records in {out}")
-    return 0
+    if settings["device"] == "cpu":
+        from ..cost.calibrate import cpu_device, cpu_model
+        from .cpu import cpu_timer, sweep_cpu
+        name, timer, sweep, machine = "cpu", cpu_timer, sweep_cpu, cpu_model()
+        cpu_device()  # calibrated before timing starts (the prior the model corrects)
+    else:
+        from .measure import cuda_available, cuda_timer
+        if not cuda_available():
+            return None
+        import torch
+
+        from .candidates import sweep as sweep_cuda
+        device = table_device(torch.cuda.get_device_name())
+        name, timer, sweep, machine = device.name, cuda_timer, functools.partial(sweep_cuda, device), None
+    out = Path(out or learned.DATA_DIR / name)
+    groups = sweep(settings["seed"])
+    if settings["active"]:
+        model = _saved_model(name)
+        pool = [r for g in itertools.islice(sweep(settings["seed"] + 1), settings["pool"]) for r in g]
+        groups = [active_selection(model, pool, settings["records"], record_features)]
+    run = profile(out, groups, timer, name, learned.library_versions(), settings["budget"], settings["records"],
+                  machine=machine, known=(known or {}).get(name, ()))
+    return run, out, name
 
 
 def _train(args) -> int:
@@ -177,13 +183,18 @@ def add_commands(sub) -> None:
     p = verbs.add_parser("profile", help="measure kernels on this CUDA device (exits 0 with a note without one), "
                                          "or with --device cpu the torch backend's native calls on this CPU")
     p.add_argument("--device", choices=["cuda", "cpu"], default="cuda", help="what to profile (default cuda)")
-    p.add_argument("--out", help="records directory (default bench/data/<device>)")
+    p.add_argument("--out", help="records directory (default bench/data/<device>); with --cluster, the folder of "
+                                 "one per device (default bench/data)")
     p.add_argument("--budget", type=float, default=600.0, help="seconds to spend measuring (default 600)")
     p.add_argument("--records", type=int, default=None, help="stop after this many new records")
     p.add_argument("--seed", type=int, default=0, help="seed of the shapes drawn (default 0)")
     p.add_argument("--active", action="store_true",
                    help="measure where the saved model is unsure or predicts the best (needs a trained model)")
     p.add_argument("--pool", type=int, default=2000, help="--active: candidate groups to choose from")
+    p.add_argument("--cluster", choices=("local", "ray"), default=None,
+                   help="ray: profile every node of a Ray cluster, one node at a time each, into one dataset "
+                        "(pip install 'eqiforge[cluster]')")
+    p.add_argument("--address", default=None, help="the Ray cluster's address (implies --cluster ray)")
     p.set_defaults(run=_profile)
     g = verbs.add_parser("gpu", help="fit GPU figures to published timings (KernelBench's), judged on held-out "
                                      "programs (level 3) and a held-out GPU setup (H100 PCIe)")

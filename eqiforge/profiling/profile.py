@@ -25,13 +25,14 @@ class ProfileRun:
 
 def profile(out_dir: str | Path, groups: Iterable[list[dict]], timer: Callable[[dict], float], device: str,
             versions: dict, budget_s: float = 600.0, max_records: int | None = None,
-            clock: Callable[[], float] = time.monotonic, machine: str | None = None) -> ProfileRun:
+            clock: Callable[[], float] = time.monotonic, machine: str | None = None,
+            known: Iterable[str] = ()) -> ProfileRun:
     """Measure the records of ``groups`` with ``timer`` until the budget, the record cap or the candidates
     run out; append them to ``out_dir/records.jsonl``, each stamped with ``machine`` when given (a CPU's
-    model)."""
+    model). Keys in the file or in ``known`` (measured elsewhere) are skipped."""
     path = Path(out_dir) / RECORDS_FILE
     path.parent.mkdir(parents=True, exist_ok=True)
-    done = {r["key"] for r in read_records(path)}
+    done = {r["key"] for r in read_records(path)} | set(known)
     run, start = ProfileRun(), clock()
     stamp = {"device": device, "versions": versions, **({"machine": machine} if machine else {})}
     for rec in itertools.chain.from_iterable(groups):

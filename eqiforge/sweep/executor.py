@@ -34,6 +34,9 @@ class Executor(Protocol):
     def close(self) -> None:
         """Let the workers go."""
 
+    def nodes(self) -> list[str]:
+        """The names of the nodes tasks may run on (``this_node()`` in a task there), one per node."""
+
     def __enter__(self):
         return self
 
@@ -66,6 +69,9 @@ class LocalExecutor(Executor):
         self.node = socket.gethostname()
         self._pool: concurrent.futures.ProcessPoolExecutor | None = None
         self._starts = None
+
+    def nodes(self) -> list[str]:
+        return [self.node]
 
     def close(self) -> None:
         if self._pool is not None:

@@ -61,6 +61,11 @@ class RayExecutor(Executor):
             self.ray.init(_node_ip_address=LOOPBACK, include_dashboard=False, log_to_driver=False)
         self._started = True
 
+    def nodes(self) -> list[str]:
+        """The cluster's live nodes, named as ``nodes.this_node`` names them (IP / the start of the node id)."""
+        self._connect()
+        return [f"{n['NodeManagerAddress']}/{n['NodeID'][:8]}" for n in self.ray.nodes() if n["Alive"]]
+
     def close(self) -> None:
         if self._started:
             self.ray.shutdown()
