@@ -10,6 +10,7 @@ import copy
 import functools
 import itertools
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -32,7 +33,7 @@ def table_device(cuda_name: str):
 
 
 def _profile(args) -> int:
-    if args.cluster or args.address:
+    if args.cluster or args.address or os.environ.get("EQIFORGE_CLUSTER"):
         from .fleet import profile_fleet
         return profile_fleet(args)
     measured = profile_here(settings_of(args), args.out)
@@ -178,6 +179,7 @@ def _gpu(args) -> int:
 
 
 def add_commands(sub) -> None:
+    from ..sweep.cli import add_cluster_arguments
     cost = sub.add_parser("cost", help="profile kernels, train and evaluate the learned cost model")
     verbs = cost.add_subparsers(dest="cost_command", required=True)
     p = verbs.add_parser("profile", help="measure kernels on this CUDA device (exits 0 with a note without one), "
@@ -191,10 +193,7 @@ def add_commands(sub) -> None:
     p.add_argument("--active", action="store_true",
                    help="measure where the saved model is unsure or predicts the best (needs a trained model)")
     p.add_argument("--pool", type=int, default=2000, help="--active: candidate groups to choose from")
-    p.add_argument("--cluster", choices=("local", "ray"), default=None,
-                   help="ray: profile every node of a Ray cluster, one node at a time each, into one dataset "
-                        "(pip install 'eqiforge[cluster]')")
-    p.add_argument("--address", default=None, help="the Ray cluster's address (implies --cluster ray)")
+    add_cluster_arguments(p)  # ray: every node profiles its own device, into one dataset
     p.set_defaults(run=_profile)
     g = verbs.add_parser("gpu", help="fit GPU figures to published timings (KernelBench's), judged on held-out "
                                      "programs (level 3) and a held-out GPU setup (H100 PCIe)")

@@ -13,14 +13,19 @@ def add_arguments(parser, resumable: bool = True) -> None:
     """--workers, --cluster, --address and (``resumable``) --resume on ``parser`` (a command with an --out
     folder)."""
     parser.add_argument("--workers", type=int, default=2, help="local worker processes (default 2)")
-    parser.add_argument("--cluster", choices=CLUSTERS, default=None,
-                        help="where tasks run: local worker processes or a Ray cluster (default $EQIFORGE_CLUSTER, "
-                             "else local; ray needs pip install 'eqiforge[cluster]')")
-    parser.add_argument("--address", default=None, help="the Ray cluster's address (implies --cluster ray)")
+    add_cluster_arguments(parser)
     if resumable:
         parser.add_argument("--resume", action="store_true",
                             help=f"skip the tasks --out's {RESULTS} holds from an interrupted run of the same "
                                  "command")
+
+
+def add_cluster_arguments(parser) -> None:
+    """--cluster and --address: for a command whose tasks run one per node (``cost profile``) too."""
+    parser.add_argument("--cluster", choices=CLUSTERS, default=None,
+                        help="where tasks run: local worker processes or a Ray cluster (default $EQIFORGE_CLUSTER, "
+                             "else local; ray needs pip install 'eqiforge[cluster]')")
+    parser.add_argument("--address", default=None, help="the Ray cluster's address (implies --cluster ray)")
 
 
 def executor_of(args, local: Executor | None = None) -> Executor:
