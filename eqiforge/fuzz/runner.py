@@ -566,6 +566,7 @@ class JobPool(sweep.Executor):
 
     def __init__(self, workers: int = 2, log_path: str | None = None):
         self.workers, self.log_path = workers, log_path
+        self.node = sweep.this_node()
 
     def close(self) -> None:
         pass
@@ -574,7 +575,7 @@ class JobPool(sweep.Executor):
         assert fn is run_task, "the fuzz pool runs fuzz tasks only"
         by_name = {task.payload.name: task for task in tasks}
         for job, outcome in run_jobs([task.payload for task in tasks], self.workers, self.log_path):
-            yield by_name[job.name], asdict(outcome)
+            yield sweep.Finished(by_name[job.name], asdict(outcome), self.node)
 
 
 # ------------------------------------------------------------------------------ summary, reproducers
