@@ -7,29 +7,16 @@ Records live in ``bench/data/<device>/``; the model in the package, ``eqiforge/c
 from __future__ import annotations
 
 import copy
-import functools
-import itertools
 import json
 import os
 import sys
 from pathlib import Path
 
 from ..errors import EqiforgeError
+from .device import profile_here, saved_model, settings_of
 
 NO_CUDA = ("eqiforge cost profile: no CUDA device here, nothing measured (run it on a GPU machine; "
            "see bench/data/README.md)")
-
-
-def table_device(cuda_name: str):
-    """The device-table entry a CUDA device name (e.g. 'NVIDIA H100 80GB HBM3') refers to."""
-    from ..cost.devices import CUDA_NAMES, DEVICES
-    if cuda_name in CUDA_NAMES:
-        return DEVICES[CUDA_NAMES[cuda_name]]
-    key = cuda_name.upper().replace(" ", "")
-    for name in sorted(DEVICES, key=len, reverse=True):
-        if name.upper() in key:
-            return DEVICES[name]
-    raise EqiforgeError(f"CUDA device {cuda_name!r} is not in the device table {sorted(DEVICES)}")
 
 
 def _profile(args) -> int:
@@ -44,44 +31,6 @@ def _profile(args) -> int:
     print(f"measured {run.measured}, failed {run.failed}, already present {run.skipped}; stopped: {run.stop}; "
           f"records in {out}")
     return 0
-
-
-def settings_of(args) -> dict:
-    """What ``profile_here`` needs of the command line, as plain values (a fleet task's payload)."""
-    return {k: getattr(args, k) for k in ("device", "budget", "records", "seed", "active", "pool")}
-
-
-def profile_here(settings: dict, out: str | Path | None = None, known: dict | None = None):
-    """Profile this machine's device (``settings["device"]``: "cuda", or "cpu" for the torch backend's native
-    calls) into ``out`` (default bench/data/<device>), skipping the record keys ``known[device]`` lists;
-    ``(the run, its records folder, the device's stamp)``, or None where "cuda" is asked and there is none."""
-    from ..cost import learned
-    from ..cost.dataset import record_features
-    from .candidates import active_selection
-    from .profile import profile
-    if settings["device"] == "cpu":
-        from ..cost.calibrate import cpu_device, cpu_model
-        from .cpu import cpu_timer, sweep_cpu
-        name, timer, sweep, machine = "cpu", cpu_timer, sweep_cpu, cpu_model()
-        cpu_device()  # calibrated before timing starts (the prior the model corrects)
-    else:
-        from .measure import cuda_available, cuda_timer
-        if not cuda_available():
-            return None
-        import torch
-
-        from .candidates import sweep as sweep_cuda
-        device = table_device(torch.cuda.get_device_name())
-        name, timer, sweep, machine = device.name, cuda_timer, functools.partial(sweep_cuda, device), None
-    out = Path(out or learned.DATA_DIR / name)
-    groups = sweep(settings["seed"])
-    if settings["active"]:
-        model = _saved_model(name)
-        pool = [r for g in itertools.islice(sweep(settings["seed"] + 1), settings["pool"]) for r in g]
-        groups = [active_selection(model, pool, settings["records"], record_features)]
-    run = profile(out, groups, timer, name, learned.library_versions(), settings["budget"], settings["records"],
-                  machine=machine, known=(known or {}).get(name, ()))
-    return run, out, name
 
 
 def _train(args) -> int:
@@ -106,7 +55,7 @@ def _eval(args) -> int:
     from ..cost.roofline import RooflinePrior
     from ..cost.train import evaluate_models, records_device
     records = read_records(args.data)
-    model = learned.LearnedModel.load(args.model) if args.model else _saved_model(records_device(records))
+    model = learned.LearnedModel.load(args.model) if args.model else saved_model(records_device(records))
     bare = copy.deepcopy(model)  # kernels as profiled: the MLPs on the prior they were trained against
     bare.header.update(plan_figures={}, kernel_corrections=True)
     bare.header["training"].pop("plans", None)
@@ -128,16 +77,6 @@ def _eval(args) -> int:
             f"learned model: plan figures, MLPs if they rank ({args.folds}-fold)":
                 plans.cross_validated(bare, groups, args.folds, args.seed)}))
     return 0
-
-
-def _saved_model(device: str):
-    """The model ``--cost-model learned`` would load for ``device`` (``learned.model_paths``), unchecked."""
-    from ..cost import learned
-    path = learned.model_path(device)
-    if path is None:
-        looked = ", ".join(map(str, learned.model_paths(device)))
-        raise EqiforgeError(f"no learned model for {device} (looked in {looked}); train one with `eqiforge cost train`")
-    return learned.LearnedModel.load(path)
 
 
 def _plan_groups(path, machine: str | None) -> list:

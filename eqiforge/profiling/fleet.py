@@ -19,7 +19,7 @@ from .. import sweep
 from ..cost import learned
 from ..cost.dataset import RECORDS_FILE, append_record, read_records
 from ..errors import EqiforgeError
-from .commands import profile_here, settings_of
+from .device import profile_here, settings_of
 
 
 def profile_fleet(args) -> int:
