@@ -63,13 +63,15 @@ def fenced_blocks(page: Path) -> list[tuple[int, str, str, str | None]]:
 
 
 #: blocks of 12-23 s each, run in the slow tier (page, the block's first line): the triton plan's export (twice,
-#: the fast tier keeps test_triton_backend's), the rule-set ablation, a Hugging Face model optimized twice
+#: the fast tier keeps test_triton_backend's), the rule-set ablation, a Hugging Face model optimized twice, the Python
+#: tour of the pictures (its growth plot, ablation in workers and drawings each in test_viz.py's fast tests)
 SLOW_BLOCKS = {
     ("gpu.md", "TRITON_INTERPRET=1 eqiforge optimize --example mlp --backend triton --out mlp_plan"),
     ("backends.md", "TRITON_INTERPRET=1 eqiforge optimize --example mlp --backend triton --show-plan --out mlp_plan"),
     ("visualize.md", "eqiforge ablate --example transformer_layer --out docs/images/ablation"),
     ("visualize.md", "eqiforge growth --example transformer_layer --out docs/images/growth.png"),
     ("usage.md", "import torch, transformers, eqiforge"),
+    ("visualize.md", "import eqiforge"),
 }
 BLOCKS = [pytest.param(page, *block, id=f"{page.relative_to(ROOT)}:{block[0]}",
                        marks=[pytest.mark.slow] if (page.name, block[2].splitlines()[0]) in SLOW_BLOCKS else [])

@@ -195,6 +195,7 @@ class Recording:
         return iter(())
 
 
+@pytest.mark.slow
 def test_a_zoo_is_one_sweep_finding_the_rule_set_each_program_needs_and_resumes_from_its_file(tmp_path):
     """Leave-one-out over two rule sets on two programs, all six runs one sweep: the matrix chain loses its
     reassociation without matmul and nothing without reduction, the row sums the other way round; files and

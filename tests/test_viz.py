@@ -206,6 +206,7 @@ def test_ablation_times_saturations_it_runs_itself(chain, tmp_path, monkeypatch)
     assert seen == [False] and sorted(p.name for p in tmp_path.rglob("*.pkl")) == stored
 
 
+@pytest.mark.slow
 def test_ablation_is_the_same_in_one_worker_and_in_two(chain, table):
     again = ablate(*chain, rules=RULES, mode="each", jobs=1)
     timings = ("saturate_s", "extract_s")
@@ -236,6 +237,7 @@ def test_measure_times_each_combination_and_says_where(chain, workers):
     assert measured.plot().axes[2].get_title() == "Measured time"
 
 
+@pytest.mark.slow
 def test_ablate_command(tmp_path, capsys):
     code, out, err = run(capsys, "ablate", "--example", "matmul_chain", "--rules", "matmul,transpose",
                          "--out", tmp_path, "--workers", "2")
