@@ -337,3 +337,38 @@ def test_a_profile_on_ray_runs_on_its_node_and_stamps_the_records_with_it(ray_cl
     node = ray_cluster.nodes()[0]
     assert len(records) == 2 and all(r["node"] == f"127.0.0.1/{node['NodeID'][:8]}" and r["fingerprint"]["cpu"]
                                      and r["seconds"] > 0 for r in records)
+
+
+@pytest.mark.slow
+def test_local_workers_exit_when_the_process_that_started_them_is_killed(tmp_path):
+    """A main process killed outright (the OOM killer ended a synthesis so) leaves no workers behind."""
+    import signal
+    import subprocess
+    pids = tmp_path / "pids"
+    script = (f"import sys, time; sys.path.insert(0, {os.path.dirname(__file__)!r})\n"
+              "from eqiforge import sweep\nimport test_sweep\n"
+              "if __name__ == '__main__':\n"
+              "    executor = sweep.LocalExecutor(2)\n"
+              f"    for _ in executor.map(test_sweep.write_pid, [sweep.Task(str(i), 'pid', {str(pids)!r}) "
+              "for i in range(2)]): pass\n"
+              "    time.sleep(600)\n")
+    main = subprocess.Popen([sys.executable, "-c", script])
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and len(pids.read_text().split() if pids.exists() else []) < 2:
+        time.sleep(0.2)
+    workers = [int(p) for p in pids.read_text().split()]
+    assert len(set(workers)) >= 1
+    main.send_signal(signal.SIGKILL)
+    main.wait()
+    time.sleep(5)
+    alive = [p for p in workers if os.path.exists(f"/proc/{p}") and "Z" not in
+             open(f"/proc/{p}/stat").read().split()[2]]
+    assert not alive, f"workers {alive} outlived the process that started them"
+
+
+def write_pid(task):
+    """Append this worker's pid to the file the task names; wait a little, so both workers take one."""
+    with open(task.payload, "a") as f:
+        f.write(f"{os.getpid()}\n")
+    time.sleep(1)
+    return {"pid": os.getpid()}

@@ -16,6 +16,7 @@ import multiprocessing
 import os
 import signal
 import socket
+import threading
 import time
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any, Callable, Iterator, Protocol
@@ -44,9 +45,19 @@ class Executor(Protocol):
         self.close()
 
 
-def _remember(starts) -> None:
+def _start_worker(starts) -> None:
+    """A local worker's start: the queue it reports task starts on, and a watch on its parent."""
     global _STARTS
     _STARTS = starts
+    threading.Thread(target=_exit_with_parent, args=(os.getppid(),), daemon=True).start()
+
+
+def _exit_with_parent(parent: int, every_s: float = 1.0) -> None:
+    """End this worker once its parent is gone (killed, say: a pool's workers outlived a main process the OOM
+    killer ended, each still holding gigabytes, for an hour)."""
+    while os.getppid() == parent:
+        time.sleep(every_s)
+    os._exit(1)
 
 
 def _run_reporting(fn, task: Task, cpus: int | None) -> tuple:
@@ -83,7 +94,7 @@ class LocalExecutor(Executor):
             context = multiprocessing.get_context("spawn")
             self._starts = context.SimpleQueue()
             self._pool = concurrent.futures.ProcessPoolExecutor(self.workers, mp_context=context,
-                                                                initializer=_remember, initargs=(self._starts,))
+                                                                initializer=_start_worker, initargs=(self._starts,))
         return self._pool
 
     def _read_starts(self, started: dict) -> None:
