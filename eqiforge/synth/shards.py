@@ -14,7 +14,7 @@ Without an executor each task runs in this process, in order.
 from __future__ import annotations
 
 from ..errors import EqiforgeError
-from ..sweep import Task
+from ..sweep import Task, is_failure
 from . import derive
 from .candidates import Enumerator
 from .terms import parse_vars, symbols_of
@@ -33,7 +33,7 @@ def run_tasks(executor, fn, tasks: list[Task], finished=None) -> list:
     here = executor is None or len(tasks) < MIN_TASKS
     results = {}
     for task, result in ((t, fn(t)) for t in tasks) if here else executor.map(fn, tasks):
-        if isinstance(result, dict) and result.get("status") in ("crash", "timeout"):
+        if is_failure(result):
             raise EqiforgeError(f"synthesis task {task.id} failed: {result.get('error', result['status'])}")
         results[task.id] = result
         if finished is not None:
