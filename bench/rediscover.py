@@ -62,7 +62,7 @@ def main() -> None:
     p.add_argument("--found", default="/tmp/eqiforge-rediscover", help="folder for the synthesized rules")
     p.add_argument("--out", default=str(Path(__file__).resolve().parent / "results" / "rediscover.md"))
     args = p.parse_args()
-    from eqiforge.synth import derive, run
+    from eqiforge.synth import derive, minimize, run
     checks, symbols = identities()
     cands = [c for _, c in checks]
     full, _ = derive.derivable(cands, symbols)
@@ -70,7 +70,7 @@ def main() -> None:
     start = time.monotonic()
     out = run.synthesize(max_size=args.max_size, time_limit=args.time_limit, without=REMOVED)
     run.write(out, args.found)
-    back, _ = derive.derivable(cands, symbols, run.rule_texts(out.kept), without=REMOVED)
+    back, _ = derive.derivable(cands, symbols, minimize.rule_texts(out.kept), without=REMOVED)
     seconds = time.monotonic() - start
     rows = ["# Rediscovery of left-out rules", "",
             f"Left out: {', '.join(REMOVED)}. `eqiforge rules synthesize --max-size {args.max_size} --without ...` "

@@ -7,7 +7,7 @@ from eqiforge import cli
 from eqiforge.egraph import rulecheck, rulesets
 from eqiforge.egraph.soundness import check_rules_on
 from eqiforge.ir import Graph
-from eqiforge.synth import derive, run, shards
+from eqiforge.synth import derive, minimize, run, shards
 from eqiforge.synth.candidates import Candidate, enumerate_candidates
 from eqiforge.synth.egg import rule_name, rule_text
 from eqiforge.synth.terms import Term, Var, applications, parse_vars, symbols_of
@@ -209,18 +209,53 @@ class _Reversed:
             yield task, fn(task)
 
 
-def test_synthesis_through_an_executor_finds_the_same_rules_as_in_one_process(monkeypatch):
-    """Sharded (the last size's terms a task per root operator, derivation and verification in chunks) and
-    merged in enumeration order, whatever order the tasks finish in: the same candidates and rules. (Small
-    chunks, and every step through the executor, so that this small run has several tasks of each kind.)"""
+class _Refusing:
+    """An executor that records what it is asked to run and runs nothing (a resumed synthesis asks for nothing)."""
+
+    def __init__(self):
+        self.asked = []
+
+    def map(self, fn, tasks):
+        self.asked += tasks
+        return iter(())
+
+
+SMALL = (["Sum", "Amax", "Expand", "Mul", "Neg"], "A:i,j r:1,j s:scalar")
+
+
+@pytest.fixture
+def small_shards(monkeypatch):
+    """Small chunks and parts, every step through the executor: a small run has several tasks of each kind."""
     monkeypatch.setattr(shards, "MIN_TASKS", 1)
     monkeypatch.setattr(derive, "CHUNK", 40)
     monkeypatch.setattr(derive, "CHUNK_WITH_KEPT", 20)
-    ops, vars_spec = ["Sum", "Expand", "Mul"], "A:i,j r:1,j s:scalar"
-    here = run.synthesize(ops, vars_spec, 2, progress=False, device="H100")
+    monkeypatch.setattr(minimize, "PART", 2)
+
+
+def test_synthesis_through_an_executor_finds_the_same_rules_as_in_one_process(small_shards):
+    """Sharded (the last size's terms a task per root operator, derivation and verification in chunks, the
+    minimization in parts) and merged in enumeration order, whatever order the tasks finish in: the same
+    candidates and rules, named alike."""
+    here = run.synthesize(*SMALL, 2, progress=False, device="H100")
     executor = _Reversed()
-    sharded = run.synthesize(ops, vars_spec, 2, progress=False, device="H100", executor=executor)
-    assert {"synthesis-enumeration", "synthesis-derivation", "synthesis-verification"} <= set(executor.kinds)
+    sharded = run.synthesize(*SMALL, 2, progress=False, device="H100", executor=executor)
+    assert {"synthesis-enumeration", "synthesis-derivation", "synthesis-minimization"} <= set(executor.kinds)
     assert [c.text() for c in sharded.enumeration.candidates] == [c.text() for c in here.enumeration.candidates]
     assert sharded.enumeration.per_size == here.enumeration.per_size and here.kept
     assert run.egg_file(sharded) == run.egg_file(here)
+    names = [n for k in here.kept for n, _ in k.rules]
+    assert len(names) == len(set(names)), "two parts' rules share a name"
+
+
+def test_a_synthesis_started_again_reads_what_finished_from_its_results_file(small_shards, tmp_path):
+    """--resume: a task whose result the file holds does not run again (here: none runs), and the rules are
+    the same; a task whose inputs changed (another seed) runs."""
+    first = run.synthesize(*SMALL, 2, progress=False, device="H100", executor=_Reversed(),
+                           results=tmp_path / "sweep.jsonl")
+    again = _Refusing()
+    resumed = run.synthesize(*SMALL, 2, progress=False, device="H100", executor=again,
+                             results=tmp_path / "sweep.jsonl")
+    assert again.asked == [] and run.egg_file(resumed) == run.egg_file(first)
+    other = _Reversed()
+    run.synthesize(*SMALL, 2, seed=1, progress=False, device="H100", executor=other, results=tmp_path / "sweep.jsonl")
+    assert "synthesis-minimization" in other.kinds

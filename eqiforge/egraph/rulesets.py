@@ -25,7 +25,6 @@ import shutil
 import tempfile
 from contextlib import contextmanager
 from dataclasses import dataclass
-from functools import lru_cache
 from pathlib import Path
 
 import egglog.bindings as eb
@@ -92,6 +91,7 @@ def rules_folder_with(files: dict[str, str], keep_shipped: bool = True, without:
         else:
             os.environ["EQIFORGE_RULES_DIR"] = before
         shutil.rmtree(folder, ignore_errors=True)
+        _LOADED.pop(folder, None)
 
 
 def without_rules(text: str, names: set[str]) -> tuple[str, set[str]]:
@@ -403,8 +403,25 @@ def header_fields(text: str) -> dict[str, list[str]]:
     return fields
 
 
-@lru_cache(maxsize=8)
+#: rules folder -> its schema and rule sets, the last LOADED_FOLDERS read. A loaded folder holds about 0.2 GB
+#: (parsed egglog commands), so a temporary folder's entry goes with the folder (``rules_folder_with``): a
+#: synthesis worker that kept every one it had made grew by gigabytes.
+_LOADED: dict[Path, tuple] = {}
+LOADED_FOLDERS = 8
+
+
 def _load_dir(directory: Path) -> tuple[tuple, dict[str, RuleSet | EqiforgeError]]:
+    """The schema and every rule set of ``directory`` (read once; see _LOADED)."""
+    if directory in _LOADED:
+        _LOADED[directory] = _LOADED.pop(directory)  # most recently used last
+    else:
+        _LOADED[directory] = _read_dir(directory)
+        while len(_LOADED) > LOADED_FOLDERS:
+            _LOADED.pop(next(iter(_LOADED)))
+    return _LOADED[directory]
+
+
+def _read_dir(directory: Path) -> tuple[tuple, dict[str, RuleSet | EqiforgeError]]:
     """The schema and every rule set of ``directory``; a file that fails to load maps to its error, raised
     when that rule set is selected."""
     schema = tuple(_generated(term_datatype()) + _parse(directory / SCHEMA_FILE) + _generated(analysis_rules()))

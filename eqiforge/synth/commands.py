@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 
 def _list(_args) -> int:
@@ -17,10 +18,12 @@ def _synthesize(args) -> int:
     from . import run
     ops = args.ops.split(",") if args.ops else None
     without = tuple(args.without.split(",")) if args.without else ()
-    from ..sweep import executor_of
+    from ..sweep import executor_of, results_file
+    Path(args.out).mkdir(parents=True, exist_ok=True)
+    results = results_file(args.out, args.resume)
     with executor_of(args) as executor:
         out = run.synthesize(ops, args.vars, args.max_size, args.seed, args.time_limit, args.device,
-                             without=without, executor=executor)
+                             without=without, executor=executor, results=results)
     egg, report = run.write(out, args.out)
     e = out.enumeration
     print(f"{e.terms} terms, {len(e.candidates)} candidates, {out.derivable} derivable by the shipped rules, "
@@ -57,7 +60,7 @@ def add_commands(sub) -> None:
     s.add_argument("--priced-device", "--device", dest="device",
                    help=priced_device_help("$EQIFORGE_DEVICE, else cpu"))
     s.add_argument("--without", help="comma-separated shipped rules to leave out (do they come back?)")
-    add_sweep_arguments(s, resumable=False)
+    add_sweep_arguments(s)
     s.set_defaults(run=_synthesize)
     c = verbs.add_parser("check", help="verify every rule of a rule file numerically; exit 1 on an unsound one")
     c.add_argument("file", help="a rule file (.egg)")

@@ -1,11 +1,12 @@
 """``eqiforge rules synthesize``: enumerate, fingerprint, drop what the rules derive, minimize, verify, write.
 
-    terms (terms.py) -> candidates (candidates.py) -> not derivable (derive.py) -> size by size, kept
-    smallest first, each verified (verify.py) and checked as written in the e-graph -> none derivable from
-    the others -> DIR/candidates.egg (egg.py's rules, the house header) and DIR/report.md
+    terms (terms.py) -> candidates (candidates.py) -> not derivable (derive.py) -> minimized size by size,
+    smallest first, each kept one verified (verify.py) and checked as written in the e-graph (minimize.py) ->
+    none derivable from the others -> DIR/candidates.egg (egg.py's rules, the house header) and DIR/report.md
 
-The long steps (the last size's terms, derivation, verification) run as tasks of a sweep executor where one
-is given (shards.py: local workers or Ray), in fixed shards merged in order: the same rules as in one process.
+The long steps (the last size's terms, derivation, verification, minimization's parts) run as tasks of a sweep
+executor where one is given (shards.py: local workers or Ray), in fixed shards merged in order: the same rules
+as in one process; with a results file, a run started again skips the tasks that finished.
 Deterministic for a seed and options, as long as the time limit is not what stops it (the report says).
 """
 from __future__ import annotations
@@ -20,30 +21,16 @@ from tqdm import tqdm
 from .. import cost
 from ..cost.plans import graph_nodes, node_record
 from ..egraph import rulesets
-from ..egraph.soundness import check_rules_on
 from ..errors import EqiforgeError
 from ..ir import Graph
-from . import derive, shards
-from .candidates import Candidate, Enumeration, enumerate_candidates
-from .egg import orientable, rule_name, rule_text
+from . import shards
+from .candidates import Enumeration, enumerate_candidates
+from .minimize import Kept, Setting, drop_redundant, minimize
 from .terms import DEFAULT_OPS, DEFAULT_VARS, SUPPORTED, parse_vars, symbols_of, variables
 from .values import shape_text, to_graph
-from .verify import InEgraph, Verification
 
-STEP_SHARE = 6  # a minimization round takes 1/STEP_SHARE of the remaining candidates, STEP_MIN to STEP_MAX
-STEP_MIN, STEP_MAX = 8, 100
-EGRAPH_CHUNK = 25  # candidates whose rules are checked in one e-graph
 #: sizes the report prices a rule's witness at (a symbol each, in order)
 PRICE_SIZES = (512, 256, 384, 128, 640, 192)
-
-
-@dataclass
-class Kept:
-    candidate: Candidate
-    rules: list[tuple[str, str]]  # (name, egglog text): one per direction that is a rewrite
-    verification: Verification
-    saved_s: float = 0.0  # predicted seconds the left side costs over the right at PRICE_SIZES
-    witness: str = ""  # the left side as an IR program at the derivation sizes
 
 
 @dataclass
@@ -66,10 +53,11 @@ class Synthesis:
 
 def synthesize(ops: list[str] | None = None, vars_spec: str = DEFAULT_VARS, max_size: int = 3, seed: int = 0,
                time_limit: float = 600.0, device: str | None = None, progress: bool = True,
-               without: tuple[str, ...] = (), executor=None) -> Synthesis:
+               without: tuple[str, ...] = (), executor=None, results: str | Path | None = None) -> Synthesis:
     """Rules over ``ops`` and the variables of ``vars_spec`` up to ``max_size`` ops a side (see the module),
     against the shipped rules less those named in ``without`` (rediscovery: are they found again?). The long
-    parts run as tasks of ``executor`` (``eqiforge.sweep``; None: in this process): the same rules either way."""
+    parts run as tasks of ``executor`` (``eqiforge.sweep``; None: in this process): the same rules either way;
+    ``results``: the file that keeps finished tasks' results (``shards.Runner``)."""
     ops = list(ops or DEFAULT_OPS)
     unknown = [o for o in ops if o not in SUPPORTED]
     if unknown:
@@ -84,152 +72,27 @@ def synthesize(ops: list[str] | None = None, vars_spec: str = DEFAULT_VARS, max_
     deadline = start + time_limit
     symbols = symbols_of(vars_)
     out = Synthesis(ops, vars_spec, max_size, seed, without=tuple(without))
+    runner = shards.Runner(executor, results)
     with tqdm(desc="terms", unit=" terms", disable=not progress) as bar:
         out.enumeration = enumerate_candidates(vars_, ops, max_size, symbols, seed, deadline, bar,
-                                               shards.last_size_outcomes(executor, vars_spec, ops, max_size, seed))
+                                               shards.last_size_outcomes(runner, vars_spec, ops, max_size, seed))
     candidates = sorted(out.enumeration.candidates, key=lambda c: (c.size, c.text()))
     with tqdm(total=len(candidates), desc="derivable", disable=not progress) as bar:
-        joined, out.limited = shards.derivable(executor, candidates, symbols, progress=bar, without=out.without)
+        joined, out.limited = shards.derivable(runner, candidates, symbols, progress=bar, without=out.without)
     remaining = [c for c, j in zip(candidates, joined) if not j]
     out.derivable = len(candidates) - len(remaining)
     taken = {n for rs in rulesets.available().values() for n in rs.rule_names} - set(out.without)  # unique names
+    setting = Setting(vars_, symbols, seed, out.without, tuple(sorted(taken)))
     with tqdm(total=len(remaining), desc="minimize", disable=not progress) as bar:
-        for level in sorted({c.size[0] for c in remaining}):
-            left = _minimize([c for c in remaining if c.size[0] == level], out, vars_, symbols, taken, deadline, bar,
-                             executor)
-            if left:
-                unexamined = left + sum(c.size[0] > level for c in remaining)
-                out.stopped = f"time limit ({time_limit:g} s) with {unexamined} candidates left unexamined"
-                break
-    out.redundant = _drop_redundant(out, symbols, deadline, executor)
+        found = minimize(remaining, setting, runner, deadline, bar)
+    out.kept, out.rejected, out.followed = found.kept, found.rejected, found.followed
+    out.limited += found.limited
+    if found.unexamined:
+        out.stopped = f"time limit ({time_limit:g} s) with {found.unexamined} candidates left unexamined"
+    out.redundant = drop_redundant(out.kept, setting, runner, deadline)
     _price(out.kept, symbols, device)
     out.seconds = time.monotonic() - start
     return out
-
-
-def _minimize(level: list[Candidate], out: Synthesis, vars_, symbols, taken: set[str], deadline: float, bar,
-              executor) -> int:
-    """Ruler's greedy loop over the candidates of one size (the larger side's ops), smallest first: those the
-    kept rules derive go; of the rest, a step's worth is verified and kept, and the others are tested again
-    with the new rules added, until none is left. A size's candidates meet the smaller sizes' rules once, on
-    entering, not after each of their steps: most of a larger size follows from the smaller rules, and that
-    one test is a sweep's worth of independent tasks. Returns how many the deadline left unexamined."""
-    remaining, tested_with = level, 0  # the kept rules the remaining candidates were tested against
-    while remaining:
-        if time.monotonic() > deadline:
-            return len(remaining)
-        if len(out.kept) > tested_with:
-            joined, limited = shards.derivable(executor, remaining, symbols, rule_texts(out.kept), without=out.without)
-            out.limited += limited
-            out.followed += sum(joined)
-            bar.update(sum(joined))
-            remaining, tested_with = [c for c, j in zip(remaining, joined) if not j], len(out.kept)
-        step = min(STEP_MAX, max(STEP_MIN, len(remaining) // STEP_SHARE))
-        batch, remaining = remaining[:step], remaining[step:]
-        out.kept += _keep(batch, vars_, symbols, out.seed, out.rejected, taken, executor)
-        bar.update(len(batch))
-    return 0
-
-
-def _keep(batch: list[Candidate], vars_, symbols, seed: int, rejected: list, taken: set[str],
-          executor) -> list[Kept]:
-    """The batch's candidates that pass verification and, written as rules, fire and are sound in the
-    e-graph on their left sides' programs."""
-    found = []
-    for c, v in zip(batch, shards.verifications(executor, batch, vars_, symbols, seed)):
-        if not v.passed:
-            rejected.append((c.text(), f"values differ (relative error {v.error:.2g})"))
-            continue
-        try:
-            rules = [(n, rule_text(a, b, n)) for a, b, n in _directions(c, taken)]
-        except ValueError as err:
-            rejected.append((c.text(), f"cannot be written as a rule: {err}"))
-            continue
-        found.append(Kept(c, rules, v))
-    if not found:
-        return []
-    sizes, scalars = derive.derive_sizes(symbols), derive.scalar_values([k.candidate for k in found])
-    verdicts = {}
-    for start in range(0, len(found), EGRAPH_CHUNK):
-        verdicts.update(_in_egraph(found[start:start + EGRAPH_CHUNK], sizes, scalars))
-    good = []
-    for k in found:
-        k.verification.egraph = verdicts[k.candidate.text()]
-        if k.verification.passed:
-            g, memo = Graph(), {}
-            g.outputs = [to_graph(g, k.candidate.lhs, sizes, scalars, memo)]
-            k.witness = g.format()
-            good.append(k)
-        else:
-            rejected.append((k.candidate.text(), f"as a rule in the e-graph: {k.verification.egraph}"))
-    return good
-
-
-def _directions(c: Candidate, taken: set[str]):
-    """(left, right, name) for each direction of the candidate that is a rewrite (one, where the reverse is
-    the same rule with its variables and sizes renamed: ``sum(sum(A, 1), 0) = sum(sum(A, 0), 1)``)."""
-    ways = [(a, b) for a, b in ((c.lhs, c.rhs), (c.rhs, c.lhs)) if orientable(a, b)]
-    if len(ways) == 2 and Candidate(*ways[1]).canonical() == Candidate(*ways[0]).canonical():
-        ways = ways[:1]
-    return [(a, b, rule_name(a, b, taken)) for a, b in ways]
-
-
-def _in_egraph(kept: list[Kept], sizes, scalars) -> dict[str, InEgraph]:
-    """Each candidate's verdict as written: the batch's rules saturated together on a program of all their
-    sides; where an e-node then disagrees, each rule again alone on its own sides, to say which."""
-    verdicts = _run_rules(kept, sizes, scalars)
-    if verdicts is None:
-        verdicts = {}
-        for k in kept:
-            disagrees = {k.candidate.text(): InEgraph(False, "an e-node disagrees")}
-            verdicts.update(_run_rules([k], sizes, scalars) or disagrees)
-    return verdicts
-
-
-def _run_rules(kept: list[Kept], sizes, scalars) -> dict[str, InEgraph] | None:
-    """{candidate: verdict} of the rules of ``kept`` on their sides' program; None if an e-node disagrees
-    and there is more than one candidate to blame."""
-    g, memo = Graph(), {}
-    g.outputs = [to_graph(g, t, sizes, scalars, memo) for k in kept for t in (k.candidate.lhs, k.candidate.rhs)]
-    try:
-        matches, problems = check_rules_on("\n".join(text for k in kept for _, text in k.rules), g)
-    except EqiforgeError as err:
-        if len(kept) > 1:
-            return None
-        return {kept[0].candidate.text(): InEgraph(False, f"does not load: {str(err)[:200]}")}
-    if problems and len(kept) > 1:
-        return None
-    verdicts = {}
-    for k in kept:
-        silent = [n for n, _ in k.rules if not matches.get(n)]
-        sound = not problems and not silent
-        verdicts[k.candidate.text()] = InEgraph(sound, problems[0] if problems else
-                                                f"did not fire: {', '.join(silent)}" if silent else "fired, sound")
-    return verdicts
-
-
-def rule_texts(kept: list[Kept]) -> list[str]:
-    """The egglog text of every rule of ``kept``, one a string."""
-    return [text for k in kept for _, text in k.rules]
-
-
-def _drop_redundant(out: Synthesis, symbols, deadline: float, executor, groups: int = 8) -> int:
-    """Drop kept rules that the other kept ones derive (Ruler's last minimization): the kept rules dealt into
-    ``groups`` groups, each group's tested against all the others still kept, one group after another (so two
-    rules that derive each other never both go)."""
-    dropped, dealt = 0, list(out.kept)
-    for g in range(groups):
-        group = [k for i, k in enumerate(dealt) if i % groups == g]
-        if not group or time.monotonic() > deadline:
-            continue
-        others = [k for k in out.kept if all(k is not m for m in group)]
-        joined, _ = shards.derivable(executor, [k.candidate for k in group], symbols, rule_texts(others),
-                                     without=out.without)
-        for k, j in zip(group, joined):
-            if j:
-                out.kept.remove(k)
-                dropped += 1
-    return dropped
 
 
 def _price(kept: list[Kept], symbols, device: str | None) -> None:

@@ -9,12 +9,21 @@ them, in fixed shards, so that a run gives the same rules in this process, in lo
   with kept rules): chunks are cut here, so each graph holds the same candidates whoever saturates it;
 - **verification** (``verify.verify``, sympy's proofs the slowest part), ``VERIFY_CHUNK`` candidates a task.
 
-Without an executor each task runs in this process, in order.
+Without an executor each task runs in this process, in order. With a results file (``--resume``) each finished
+task's result is kept there under a digest of what it computed from, and a run started again skips it.
 """
 from __future__ import annotations
 
+import base64
+import hashlib
+import json
+import pickle
+from pathlib import Path
+
+from .. import __version__
+from ..egraph import rulesets
 from ..errors import EqiforgeError
-from ..sweep import Task, is_failure
+from ..sweep import Task, is_failure, stored_results
 from . import derive
 from .candidates import Enumerator
 from .terms import parse_vars, symbols_of
@@ -26,31 +35,74 @@ VERIFY_CHUNK = 25
 MIN_TASKS = 4
 
 
-def run_tasks(executor, fn, tasks: list[Task], finished=None) -> list:
-    """``fn``'s result of each task, in task order: in this process without an executor or with fewer than
-    MIN_TASKS tasks; ``finished(result)`` is called as each comes in (progress). A task that crashed stops the
-    synthesis (a shard's result is part of every later step)."""
-    here = executor is None or len(tasks) < MIN_TASKS
-    results = {}
-    for task, result in ((t, fn(t)) for t in tasks) if here else executor.map(fn, tasks):
-        if is_failure(result):
-            raise EqiforgeError(f"synthesis task {task.id} failed: {result.get('error', result['status'])}")
-        results[task.id] = result
-        if finished is not None:
-            finished(result)
-    return [results[task.id] for task in tasks]
+class Runner:
+    """Where a synthesis's tasks run: ``executor`` (a sweep executor; None: this process), and ``results``, a
+    results file that keeps each finished task's result (pickled) under a digest of its function, its payload,
+    the rule files and this version, so that a run interrupted and started again with the same options redoes
+    only what did not finish, and a task whose inputs changed runs again."""
+
+    def __init__(self, executor=None, results: str | Path | None = None):
+        self.executor = executor
+        self.results = None if results is None else Path(results)
+        self._stored = {} if self.results is None else stored_results(self.results)
+        self._context = _rules_digest() if self.results is not None else ""
+
+    def run(self, fn, tasks: list[Task], finished=None) -> list:
+        """``fn``'s result of each task, in task order: in this process without an executor or with fewer than
+        MIN_TASKS tasks to run; ``finished(result)`` is called as each comes in (progress). A task that crashed
+        stops the synthesis (a shard's result is part of every later step)."""
+        keys = {task.id: self._key(fn, task) for task in tasks}
+        results = {task.id: pickle.loads(base64.b64decode(self._stored[keys[task.id]])) for task in tasks
+                   if keys[task.id] in self._stored}
+        for result in results.values():
+            if finished is not None:
+                finished(result)
+        todo = [task for task in tasks if task.id not in results]
+        here = self.executor is None or len(todo) < MIN_TASKS
+        for task, result in ((t, fn(t)) for t in todo) if here else self.executor.map(fn, todo):
+            if is_failure(result):
+                raise EqiforgeError(f"synthesis task {task.id} failed: {result.get('error', result['status'])}")
+            results[task.id] = result
+            self._store(keys[task.id], result)
+            if finished is not None:
+                finished(result)
+        return [results[task.id] for task in tasks]
+
+    def _key(self, fn, task: Task) -> str:
+        if self.results is None:
+            return ""
+        # repr, not pickle: a pickle depends on which objects the payload shares (a candidate read back from a
+        # results file shares none), a dataclass's repr only on its values
+        digest = hashlib.sha256(repr((fn.__module__, fn.__qualname__, task.payload, self._context)).encode())
+        return f"{task.kind}-{digest.hexdigest()[:32]}"
+
+    def _store(self, key: str, result) -> None:
+        if self.results is None:
+            return
+        encoded = base64.b64encode(pickle.dumps(result)).decode()
+        with self.results.open("a") as f:
+            f.write(json.dumps({"id": key, "result": encoded}) + "\n")
+        self._stored[key] = encoded
 
 
-def last_size_outcomes(executor, vars_spec: str, ops: list[str], size: int, seed: int):
+def _rules_digest() -> str:
+    """This version and the rule files' text: a stored result holds only while both are unchanged."""
+    h = hashlib.sha256(__version__.encode())
+    for path in sorted(rulesets.rules_dir().glob("*.egg")):
+        h.update(path.name.encode() + path.read_bytes())
+    return h.hexdigest()
+
+
+def last_size_outcomes(runner: Runner, vars_spec: str, ops: list[str], size: int, seed: int):
     """For ``enumerate_candidates(last_outcomes=...)``: the last size's outcomes, a task per root operator (None
     without an executor: the enumeration assesses them itself, without rebuilding the smaller sizes)."""
-    if executor is None:
+    if runner.executor is None:
         return None
 
     def assess(_enumerator) -> dict[str, list[str]]:
         tasks = [Task(f"enumerate-{size}-{op}", "synthesis-enumeration", (vars_spec, tuple(ops), size, seed, op))
                  for op in ops]
-        return dict(zip(ops, run_tasks(executor, assess_operator, tasks)))
+        return dict(zip(ops, runner.run(assess_operator, tasks)))
     return assess
 
 
@@ -64,7 +116,7 @@ def assess_operator(task: Task) -> list[str]:
     return [enumerator.assess(term)[0] for term in enumerator.terms(op, size)]
 
 
-def derivable(executor, candidates: list, symbols: list[str], extra_rules: list[str] = (), progress=None,
+def derivable(runner: Runner, candidates: list, symbols: list[str], extra_rules: list[str] = (), progress=None,
               without: tuple[str, ...] = ()) -> tuple[list[bool], list[str]]:
     """``derive.derivable`` of ``candidates``, a task per chunk."""
     size = derive.CHUNK_WITH_KEPT if extra_rules else derive.CHUNK
@@ -72,8 +124,8 @@ def derivable(executor, candidates: list, symbols: list[str], extra_rules: list[
                   (candidates[start:start + size], symbols, list(extra_rules), without))
              for start in range(0, len(candidates), size)]
     joined, limited = [], []
-    for part, stops in run_tasks(executor, derive_chunk, tasks,
-                                 finished=None if progress is None else lambda result: progress.update(len(result[0]))):
+    counted = None if progress is None else lambda result: progress.update(len(result[0]))
+    for part, stops in runner.run(derive_chunk, tasks, finished=counted):
         joined += part
         limited += stops
     return joined, limited
@@ -84,12 +136,12 @@ def derive_chunk(task: Task) -> tuple[list[bool], list[str]]:
     return derive.derivable(candidates, symbols, extra_rules, without=without)
 
 
-def verifications(executor, candidates: list, vars_: list, symbols: list[str], seed: int) -> list:
+def verifications(runner: Runner, candidates: list, vars_: list, symbols: list[str], seed: int) -> list:
     """``verify.verify`` of each candidate, ``VERIFY_CHUNK`` a task."""
     tasks = [Task(f"verify-{start}", "synthesis-verification",
                   (candidates[start:start + VERIFY_CHUNK], vars_, symbols, seed))
              for start in range(0, len(candidates), VERIFY_CHUNK)]
-    return [v for part in run_tasks(executor, verify_chunk, tasks) for v in part]
+    return [v for part in runner.run(verify_chunk, tasks) for v in part]
 
 
 def verify_chunk(task: Task) -> list:

@@ -1,0 +1,257 @@
+"""Minimization (Ruler's): of the candidates no shipped rule derives, keep few verified rules that derive the rest.
+
+Size by size (a candidate's size: its larger side's ops), smallest first:
+
+1. a size's candidates meet the smaller sizes' kept rules once, on entering (a sweep's worth of derivation
+   tasks): most of a larger size follows from the smaller rules;
+2. the survivors, cut in enumeration order into parts of at most PART (a part holds candidates of like form),
+   are each minimized alone by Ruler's greedy loop, a part a task: a step's worth verified and kept, the rest
+   tested again with the new rules, until none is left;
+3. after the last size, kept rules that the others derive are dropped (``drop_redundant``): this also drops
+   what two parts both kept.
+
+The parts are what make it parallel: the greedy loop is sequential (each step's rules decide what the next
+step tests), and at size 4 over the default vocabulary thousands of candidates survive step 1. A part's loop
+costs about the square of its size, so cutting the survivors also cuts the work; what it costs is rules kept
+twice, which step 3 removes. Parts are cut here and merged in order, and rule names are given at the merge: the
+same rules in one process, in local workers and on Ray.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from ..egraph.soundness import check_rules_on
+from ..errors import EqiforgeError
+from ..ir import Graph
+from ..sweep import Task
+from . import derive
+from .candidates import Candidate
+from .egg import orientable, rule_name, rule_text
+from .shards import Runner, derivable, verifications
+from .values import to_graph
+from .verify import InEgraph, Verification
+
+STEP_SHARE = 6  # a greedy step takes 1/STEP_SHARE of the remaining candidates, STEP_MIN to STEP_MAX
+STEP_MIN, STEP_MAX = 8, 100
+EGRAPH_CHUNK = 25  # candidates whose rules are checked in one e-graph
+PART = 300  # survivors of a size minimized together (a task)
+
+
+@dataclass
+class Kept:
+    candidate: Candidate
+    rules: list[tuple[str, str]]  # (name, egglog text): one per direction that is a rewrite
+    verification: Verification
+    saved_s: float = 0.0  # predicted seconds the left side costs over the right at the report's sizes
+    witness: str = ""  # the left side as an IR program at the derivation sizes
+
+
+@dataclass
+class Minimized:
+    """What minimizing found: the rules kept (in order), the candidates rejected and why, how many followed
+    from kept rules, the stop reasons of derivation graphs that hit a limit, and how many candidates the
+    deadline left unexamined."""
+
+    kept: list[Kept] = field(default_factory=list)
+    rejected: list[tuple[str, str]] = field(default_factory=list)
+    followed: int = 0
+    limited: list[str] = field(default_factory=list)
+    unexamined: int = 0
+
+
+@dataclass(frozen=True)
+class Setting:
+    """What every step of a minimization needs: the variables and size symbols, the seed of the checks, the
+    shipped rules left out, and the rule names taken (the shipped ones)."""
+
+    vars_: list
+    symbols: list[str]
+    seed: int
+    without: tuple[str, ...]
+    taken: tuple[str, ...]  # sorted: a task's payload reads the same in every process (--resume's digest)
+
+
+def minimize(candidates: list[Candidate], setting: Setting, runner: Runner, deadline: float,
+             bar=None) -> Minimized:
+    """The module's steps 1 and 2 over ``candidates`` (sorted by size, then text), size by size; ``bar``
+    counts the candidates examined."""
+    found, taken = Minimized(), set(setting.taken)
+    for size in sorted({c.size[0] for c in candidates}):
+        level = [c for c in candidates if c.size[0] == size]
+        if found.unexamined or time.monotonic() > deadline:
+            found.unexamined += len(level)
+            continue
+        if found.kept:  # step 1: the smaller sizes' rules, once
+            joined, limited = derivable(runner, level, setting.symbols, rule_texts(found.kept),
+                                        without=setting.without)
+            found.limited += limited
+            found.followed += sum(joined)
+            _update(bar, sum(joined))
+            level = [c for c, j in zip(level, joined) if not j]
+        parts = [greedy(level, found.kept, setting, runner, deadline, bar)] if len(level) <= PART else \
+            _in_parts(level, rule_texts(found.kept), setting, runner, bar)
+        for part in parts:
+            _merge(found, part, taken)
+    return found
+
+
+def _update(bar, n: int) -> None:
+    if bar is not None:
+        bar.update(n)
+
+
+def _merge(found: Minimized, part: Minimized, taken: set[str]) -> None:
+    """Add a part's findings to ``found``, its rules renamed in order so that no two share a name."""
+    for k in part.kept:
+        k.rules = [(n, rule_text(a, b, n)) for a, b, n in _directions(k.candidate, taken)]
+    found.kept += part.kept
+    found.rejected += part.rejected
+    found.followed += part.followed
+    found.limited += part.limited
+    found.unexamined += part.unexamined
+
+
+def _in_parts(level: list[Candidate], base_rules: list[str], setting: Setting, runner: Runner,
+              bar) -> list[Minimized]:
+    """Step 2 a part a task, in order."""
+    tasks = [Task(f"minimize-{level[0].size[0]}-{start}", "synthesis-minimization",
+                  (level[start:start + PART], base_rules, setting))
+             for start in range(0, len(level), PART)]
+    return runner.run(minimize_part, tasks, finished=lambda part: _update(bar, _examined(part)))
+
+
+def _examined(part: Minimized) -> int:
+    return len(part.kept) + len(part.rejected) + part.followed
+
+
+def minimize_part(task: Task) -> Minimized:
+    """A part's greedy loop (a task: its steps run in the process that runs it), to the end: the time limit is
+    looked at before a size's parts start, so that a part's result is the same whenever it runs (and can be
+    kept for --resume)."""
+    part, base_rules, setting = task.payload
+    return greedy(part, [], setting, Runner(), float("inf"), None, base_rules=base_rules)
+
+
+def greedy(remaining: list[Candidate], kept_before: list[Kept], setting: Setting, runner: Runner, deadline: float,
+           bar, base_rules: list[str] = ()) -> Minimized:
+    """Ruler's greedy loop, smallest first: a step's worth is verified and kept; the others are tested again
+    with the rules kept since (besides ``base_rules``, and ``kept_before``, which they were tested against
+    already), until none is left. Its rules' names are provisional (``_merge`` gives the final ones)."""
+    found, tested_with, taken = Minimized(), 0, set(setting.taken)
+    while remaining:
+        if time.monotonic() > deadline:
+            found.unexamined = len(remaining)
+            break
+        if len(found.kept) > tested_with:
+            rules = list(base_rules) + rule_texts(kept_before + found.kept)
+            joined, limited = derivable(runner, remaining, setting.symbols, rules, without=setting.without)
+            found.limited += limited
+            found.followed += sum(joined)
+            _update(bar, sum(joined))
+            remaining, tested_with = [c for c, j in zip(remaining, joined) if not j], len(found.kept)
+        step = min(STEP_MAX, max(STEP_MIN, len(remaining) // STEP_SHARE))
+        batch, remaining = remaining[:step], remaining[step:]
+        found.kept += _keep(batch, setting, taken, found.rejected, runner)
+        _update(bar, len(batch))
+    return found
+
+
+def _keep(batch: list[Candidate], setting: Setting, taken: set[str], rejected: list, runner: Runner) -> list[Kept]:
+    """The batch's candidates that pass verification and, written as rules, fire and are sound in the
+    e-graph on their left sides' programs."""
+    found = []
+    for c, v in zip(batch, verifications(runner, batch, setting.vars_, setting.symbols, setting.seed)):
+        if not v.passed:
+            rejected.append((c.text(), f"values differ (relative error {v.error:.2g})"))
+            continue
+        try:
+            rules = [(n, rule_text(a, b, n)) for a, b, n in _directions(c, taken)]
+        except ValueError as err:
+            rejected.append((c.text(), f"cannot be written as a rule: {err}"))
+            continue
+        found.append(Kept(c, rules, v))
+    if not found:
+        return []
+    sizes, scalars = derive.derive_sizes(setting.symbols), derive.scalar_values([k.candidate for k in found])
+    verdicts = {}
+    for start in range(0, len(found), EGRAPH_CHUNK):
+        verdicts.update(_in_egraph(found[start:start + EGRAPH_CHUNK], sizes, scalars))
+    good = []
+    for k in found:
+        k.verification.egraph = verdicts[k.candidate.text()]
+        if k.verification.passed:
+            g, memo = Graph(), {}
+            g.outputs = [to_graph(g, k.candidate.lhs, sizes, scalars, memo)]
+            k.witness = g.format()
+            good.append(k)
+        else:
+            rejected.append((k.candidate.text(), f"as a rule in the e-graph: {k.verification.egraph}"))
+    return good
+
+
+def _directions(c: Candidate, taken: set[str]):
+    """(left, right, name) for each direction of the candidate that is a rewrite (one, where the reverse is
+    the same rule with its variables and sizes renamed: ``sum(sum(A, 1), 0) = sum(sum(A, 0), 1)``)."""
+    ways = [(a, b) for a, b in ((c.lhs, c.rhs), (c.rhs, c.lhs)) if orientable(a, b)]
+    if len(ways) == 2 and Candidate(*ways[1]).canonical() == Candidate(*ways[0]).canonical():
+        ways = ways[:1]
+    return [(a, b, rule_name(a, b, taken)) for a, b in ways]
+
+
+def _in_egraph(kept: list[Kept], sizes, scalars) -> dict[str, InEgraph]:
+    """Each candidate's verdict as written: the batch's rules saturated together on a program of all their
+    sides; where an e-node then disagrees, each rule again alone on its own sides, to say which."""
+    verdicts = _run_rules(kept, sizes, scalars)
+    if verdicts is None:
+        verdicts = {}
+        for k in kept:
+            disagrees = {k.candidate.text(): InEgraph(False, "an e-node disagrees")}
+            verdicts.update(_run_rules([k], sizes, scalars) or disagrees)
+    return verdicts
+
+
+def _run_rules(kept: list[Kept], sizes, scalars) -> dict[str, InEgraph] | None:
+    """{candidate: verdict} of the rules of ``kept`` on their sides' program; None if an e-node disagrees
+    and there is more than one candidate to blame."""
+    g, memo = Graph(), {}
+    g.outputs = [to_graph(g, t, sizes, scalars, memo) for k in kept for t in (k.candidate.lhs, k.candidate.rhs)]
+    try:
+        matches, problems = check_rules_on("\n".join(text for k in kept for _, text in k.rules), g)
+    except EqiforgeError as err:
+        if len(kept) > 1:
+            return None
+        return {kept[0].candidate.text(): InEgraph(False, f"does not load: {str(err)[:200]}")}
+    if problems and len(kept) > 1:
+        return None
+    verdicts = {}
+    for k in kept:
+        silent = [n for n, _ in k.rules if not matches.get(n)]
+        sound = not problems and not silent
+        verdicts[k.candidate.text()] = InEgraph(sound, problems[0] if problems else
+                                                f"did not fire: {', '.join(silent)}" if silent else "fired, sound")
+    return verdicts
+
+
+def rule_texts(kept: list[Kept]) -> list[str]:
+    """The egglog text of every rule of ``kept``, one a string."""
+    return [text for k in kept for _, text in k.rules]
+
+
+def drop_redundant(kept: list[Kept], setting: Setting, runner: Runner, deadline: float, groups: int = 8) -> int:
+    """Drop from ``kept`` the rules that the other kept ones derive (Ruler's last minimization): the kept rules
+    dealt into ``groups`` groups, each group's tested against all the others still kept, one group after
+    another (so two rules that derive each other never both go). Returns how many went."""
+    dropped, dealt = 0, list(kept)
+    for g in range(groups):
+        group = [k for i, k in enumerate(dealt) if i % groups == g]
+        if not group or time.monotonic() > deadline:
+            continue
+        others = [k for k in kept if all(k is not m for m in group)]
+        joined, _ = derivable(runner, [k.candidate for k in group], setting.symbols, rule_texts(others),
+                              without=setting.without)
+        for k, j in zip(group, joined):
+            if j:
+                kept.remove(k)
+                dropped += 1
+    return dropped
