@@ -738,13 +738,17 @@ def _attention_ranks(rng):
 @case("matmul-unflatten-rows", "matmul-flatten-rows-to-vector", "matmul-flatten-summed-rows")
 def _flattened_rows_product(rng):
     """A linear map of a 3-d activation as ATen runs it, then a mean over its rows (the batched form is
-    reduced, then flattened again)."""
+    reduced, then flattened again); and batched products by a vector or a matrix broadcast along its own dims
+    too ([1, k, 1] to [n, k, c]; [1, 1, c] to [n, k, c]), which are no flat products by a vector or a matrix."""
     b = B(rng)
     n, m, k, c = b.dim(1, 3), b.dim(), b.dim(), b.dim()
     x, w = b.x("x", n, m, k), b.x("w", k, c)
     flat = b.op("MatMul", b.op("Reshape", x, attrs=[(n * m, k)]), w)
     y = b.op("Reshape", flat, attrs=[(n, m, c)])
-    return b.out(b.op("Sum", y, attrs=[(1,)]), b.op("Sum", y, attrs=[(2,)])), ["reshape", "reduction"]
+    column = b.op("Expand", b.x("v", 1, k, 1), attrs=[(n, k, c)])
+    row = b.op("Expand", b.x("u", 1, 1, c), attrs=[(n, k, c)])
+    return b.out(b.op("Sum", y, attrs=[(1,)]), b.op("Sum", y, attrs=[(2,)]), b.op("MatMul", x, column),
+                 b.op("MatMul", b.x("x1", n, 1, k), row)), ["reshape", "reduction"]
 
 
 @case("matmul-unflatten-batch")
@@ -1046,15 +1050,20 @@ def _block_diagonal_products(rng):
 
 @case("batch-permute-out-of-shared-product", "reshaped-rows-times-shared-matrix")
 def _shared_matrix_products(rng):
-    """A permuted batch, and a reshaped one, times one matrix broadcast over the batch."""
+    """A permuted batch, and a reshaped one, times one matrix broadcast over the batch; and times a matrix
+    broadcast along its own dims as well (a [1, 1, n] or [1, k, 1] to [batch, k, n]: no [k, n] matrix, which
+    the rules once took it for, merging shapes that differ)."""
     b = B(rng)
     bt, m, k, n = b.dim(2, 4), b.dim(), b.dim(), b.dim()
 
-    def shared(batch):
-        return b.op("Expand", b.x(f"w{batch}", 1, k, n), attrs=[(batch, k, n)])
+    def shared(batch, rows=k, cols=n):
+        return b.op("Expand", b.x(f"w{batch}_{rows}_{cols}", 1, rows, cols), attrs=[(batch, k, n)])
     permuted = b.op("Permute", b.x("a", m, bt, k), attrs=[(1, 0, 2)])
     reshaped = b.op("Reshape", b.x("x", m, bt * k), attrs=[(m, bt, k)])
-    return b.out(b.op("MatMul", permuted, shared(bt)), b.op("MatMul", reshaped, shared(m))), ["transpose", "reshape"]
+    return b.out(b.op("MatMul", permuted, shared(bt)), b.op("MatMul", reshaped, shared(m)),
+                 b.op("MatMul", permuted, shared(bt, 1, n)), b.op("MatMul", permuted, shared(bt, k, 1)),
+                 b.op("MatMul", reshaped, shared(m, 1, n)), b.op("MatMul", reshaped, shared(m, k, 1))), \
+        ["transpose", "reshape"]
 
 
 @case("difference-of-running-sum")
