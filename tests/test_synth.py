@@ -90,6 +90,19 @@ def test_the_shipped_rules_derive_what_they_state_and_renamings_are_one_candidat
     assert renamed.canonical() == transpose_max.canonical() and renamed.text() != transpose_max.text()
 
 
+def test_a_derivation_graph_that_fails_costs_its_candidates_only():
+    """A rule that merges two shapes (here a sum with its operand) makes egglog fail the saturation: the graph
+    is split until the failing candidate is alone, which counts as not derivable with the error as its stop
+    reason; the others keep their verdicts (a size-4 synthesis stopped so on shipped rules that were unsound)."""
+    merges_shapes = '(rule ((= y (Sum x d))) ((union y x)) :name "sum-is-its-operand")'
+    sum_add = Candidate(term("Sum", term("Add", A, B), attrs=((1,),)),
+                        term("Add", term("Sum", A, attrs=((1,),)), term("Sum", B, attrs=((1,),))))
+    assoc = Candidate(term("MatMul", term("MatMul", A, W), V), term("MatMul", A, term("MatMul", W, V)))
+    joined, stops = derive.derivable([assoc, sum_add, assoc], SYMBOLS, [merges_shapes])
+    assert joined == [True, False, True]
+    assert len(stops) == 1 and stops[0].startswith(f"saturation failed on {sum_add.text()}: ") and "shape" in stops[0]
+
+
 def test_verification_passes_identities_fails_others_and_finds_the_finite_only_ones():
     assoc = (term("MatMul", term("MatMul", A, W), V), term("MatMul", A, term("MatMul", W, V)))
     v = verify(*assoc, VARS, SYMBOLS)  # reassociation: finite only, as rules/matmul.egg declares it

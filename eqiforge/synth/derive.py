@@ -15,6 +15,7 @@ from __future__ import annotations
 from ..egraph import rulesets
 from ..egraph import saturate as sat
 from ..egraph.schedule import BackOff, Schedule, Step
+from ..errors import EqiforgeError
 from ..ir import Graph
 from .terms import variables
 from .values import to_graph
@@ -59,14 +60,30 @@ def derivable(candidates: list, symbols: list[str], extra_rules: list[str] = (),
         size = CHUNK_WITH_KEPT if extra else CHUNK
         for start in range(0, len(candidates), size):
             chunk = candidates[start:start + size]
-            g, memo, sides = Graph(), {}, []
-            for c in chunk:
-                sides.append((to_graph(g, c.lhs, sizes, scalars, memo), to_graph(g, c.rhs, sizes, scalars, memo)))
-            g.outputs = sorted({n for pair in sides for n in pair})
-            snap, report = sat.saturate(g, schedule, use_cache=False)
-            if report.stop_reason.kind not in (sat.Stop.SATURATED, sat.Stop.ITERATIONS):
-                limited.append(str(report.stop_reason))
-            joined += [snap.bindings[a] == snap.bindings[b] for a, b in sides]
+            part, stops = _joined(chunk, schedule, sizes, scalars)
+            joined += part
+            limited += stops
             if progress is not None:
                 progress.update(len(chunk))
     return joined, limited
+
+
+def _joined(chunk: list, schedule: Schedule, sizes: dict, scalars: dict) -> tuple[list[bool], list[str]]:
+    """Whether each candidate's sides join in one saturated graph of them all, and the graph's stop reason if
+    a limit stopped it. A graph whose saturation fails (a rule merged two shapes: an unsound rule) is split in
+    halves, each run again, down to one candidate, which then counts as not derivable, with the error as its
+    stop reason: a failure costs its candidates' derivability, not the synthesis."""
+    g, memo, sides = Graph(), {}, []
+    for c in chunk:
+        sides.append((to_graph(g, c.lhs, sizes, scalars, memo), to_graph(g, c.rhs, sizes, scalars, memo)))
+    g.outputs = sorted({n for pair in sides for n in pair})
+    try:
+        snap, report = sat.saturate(g, schedule, use_cache=False)
+    except EqiforgeError as err:
+        if len(chunk) == 1:
+            return [False], [f"saturation failed on {chunk[0].text()}: {err}"]
+        half = len(chunk) // 2
+        (a, a_stops), (b, b_stops) = (_joined(part, schedule, sizes, scalars) for part in (chunk[:half], chunk[half:]))
+        return a + b, a_stops + b_stops
+    stops = [] if report.stop_reason.kind in (sat.Stop.SATURATED, sat.Stop.ITERATIONS) else [str(report.stop_reason)]
+    return [snap.bindings[a] == snap.bindings[b] for a, b in sides], stops

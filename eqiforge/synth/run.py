@@ -11,6 +11,7 @@ Deterministic for a seed and options, as long as the time limit is not what stop
 """
 from __future__ import annotations
 
+import collections
 import os
 import time
 from dataclasses import dataclass, field
@@ -166,8 +167,9 @@ def report_text(out: Synthesis) -> str:
     if e.stopped or out.stopped:
         lines += [f"Stopped early: {e.stopped or out.stopped}.", ""]
     if out.limited:
-        lines += [f"{len(out.limited)} derivation graph(s) stopped at a limit ({out.limited[0]}): some of their "
-                  "candidates may be derivable after all.", ""]
+        reasons = collections.Counter(out.limited).most_common()
+        lines += [f"{len(out.limited)} derivation graph(s) stopped at a limit or failed: some of their candidates "
+                  "may be derivable after all. Why:", ""] + [f"- {n} x {why}" for why, n in reasons] + [""]
     lines += ["## Kept rules", "", "Saved: predicted seconds the left side costs over the right at sizes "
               f"{', '.join(map(str, PRICE_SIZES))} for the symbols in order (negative: the rule's left side is the "
               "cheaper, and the rule is for reaching other forms).", ""]
