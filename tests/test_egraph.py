@@ -120,6 +120,17 @@ def test_a_temporary_rules_folder_is_forgotten_with_it():
     assert "extra" not in rulesets.available()
 
 
+def test_a_rule_left_out_leaves_the_assumes_finite_line_that_names_it_with_its_remark(rules_dir):
+    """``without`` (rediscovery, ablations) drops a rule and its name from ``; assumes finite:``, also on a line
+    whose names a remark follows (the file would not load, naming a rule it does not define)."""
+    (rules_dir / "cancel.egg").write_text(
+        "; assumes finite: div-self, neg-neg  (inf - inf is NaN)\n"
+        '(rewrite (Neg (Neg x)) x :name "neg-neg")\n(rule ((= y (Div x x))) ((union y x)) :name "div-self")\n')
+    with rulesets.rules_folder_with({}, without=("neg-neg",)):
+        kept = rulesets.available()["cancel"]
+        assert kept.rule_names == ("div-self",) and kept.assumes_finite == ("div-self",)
+
+
 def test_rule_that_does_not_typecheck_is_reported(rules_dir):
     (rules_dir / "bad.egg").write_text('(rewrite (Neg x) (NoSuchOp x) :name "bad-op")')
     with pytest.raises(EqiforgeError, match="rule set bad"):

@@ -127,10 +127,14 @@ def without_rules(text: str, names: set[str]) -> tuple[str, set[str]]:
         i += 1
     kept.append(text[start:])
     out = "".join(kept)
-    if removed:
-        out = re.sub(r"^(; assumes finite:)(.*)$", lambda m: m.group(1) + " " + ", ".join(
-            n.strip() for n in m.group(2).split(",") if n.strip() and n.strip() not in removed), out, flags=re.M)
+    if removed:  # the names of an assumes-finite line, its remark (after two spaces or a parenthesis) kept
+        out = _FINITE_LINE.sub(lambda m: m.group(1) + " " + ", ".join(
+            n.strip() for n in m.group(2).split(",") if n.strip() and n.strip() not in removed) + (m.group(3) or ""),
+            out)
     return out, removed
+
+
+_FINITE_LINE = re.compile(r"^(; assumes finite:)(.*?)((?:\s{2,}|\s*\().*)?$", re.M)
 
 
 LAYERS = ("algebra", "kernel")
