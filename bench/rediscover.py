@@ -61,6 +61,8 @@ def main() -> None:
     p.add_argument("--time-limit", type=float, default=600.0)
     p.add_argument("--found", default="/tmp/eqiforge-rediscover", help="folder for the synthesized rules")
     p.add_argument("--out", default=str(Path(__file__).resolve().parent / "results" / "rediscover.md"))
+    from eqiforge.sweep import add_arguments, executor_of, results_file
+    add_arguments(p)
     args = p.parse_args()
     from eqiforge.synth import derive, minimize, run
     checks, symbols = identities()
@@ -68,7 +70,10 @@ def main() -> None:
     full, _ = derive.derivable(cands, symbols)
     reduced, _ = derive.derivable(cands, symbols, without=REMOVED)
     start = time.monotonic()
-    out = run.synthesize(max_size=args.max_size, time_limit=args.time_limit, without=REMOVED)
+    Path(args.found).mkdir(parents=True, exist_ok=True)
+    with executor_of(args) as executor:
+        out = run.synthesize(max_size=args.max_size, time_limit=args.time_limit, without=REMOVED, executor=executor,
+                             results=results_file(args.found, args.resume))
     run.write(out, args.found)
     back, _ = derive.derivable(cands, symbols, minimize.rule_texts(out.kept), without=REMOVED)
     seconds = time.monotonic() - start

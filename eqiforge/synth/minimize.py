@@ -19,7 +19,7 @@ same rules in one process, in local workers and on Ray.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ..egraph.soundness import check_rules_on
 from ..errors import EqiforgeError
@@ -63,7 +63,8 @@ class Minimized:
 @dataclass(frozen=True)
 class Setting:
     """What every step of a minimization needs: the variables and size symbols, the seed of the checks, the
-    shipped rules left out, and the rule names taken (the shipped ones)."""
+    shipped rules left out, and the rule names taken (the shipped ones, and the kept ones a part is tested
+    with)."""
 
     vars_: list
     symbols: list[str]
@@ -89,8 +90,9 @@ def minimize(candidates: list[Candidate], setting: Setting, runner: Runner, dead
             found.followed += sum(joined)
             _update(bar, sum(joined))
             level = [c for c, j in zip(level, joined) if not j]
-        parts = [greedy(level, found.kept, setting, runner, deadline, bar)] if len(level) <= PART else \
-            _in_parts(level, rule_texts(found.kept), setting, runner, bar)
+        named = replace(setting, taken=tuple(sorted(taken)))  # a part's rules meet the smaller sizes' by name
+        parts = [greedy(level, found.kept, named, runner, deadline, bar)] if len(level) <= PART else \
+            _in_parts(level, rule_texts(found.kept), named, runner, bar)
         for part in parts:
             _merge(found, part, taken)
     return found
