@@ -269,6 +269,9 @@ def test_a_synthesis_started_again_reads_what_finished_from_its_results_file(sma
     resumed = run.synthesize(*SMALL, 2, progress=False, device="H100", executor=again,
                              results=tmp_path / "sweep.jsonl")
     assert again.asked == [] and run.egg_file(resumed) == run.egg_file(first)
+    read_back = {s.name: s.stored for s in resumed.steps}
+    assert read_back == {s.name: s.sent + s.here for s in first.steps} and read_back["enumeration"] == len(SMALL[0])
+    assert "| enumeration |" in run.report_text(resumed)
     other = _Reversed()
     run.synthesize(*SMALL, 2, seed=1, progress=False, device="H100", executor=other, results=tmp_path / "sweep.jsonl")
     assert "synthesis-minimization" in other.kinds

@@ -84,15 +84,18 @@ def minimize(candidates: list[Candidate], setting: Setting, runner: Runner, dead
             found.unexamined += len(level)
             continue
         if found.kept:  # step 1: the smaller sizes' rules, once
-            joined, limited = derivable(runner, level, setting.symbols, rule_texts(found.kept),
-                                        without=setting.without)
+            with runner.step(f"size {size}: derivable from the smaller sizes' rules"):
+                joined, limited = derivable(runner, level, setting.symbols, rule_texts(found.kept),
+                                            without=setting.without)
             found.limited += limited
             found.followed += sum(joined)
             _update(bar, sum(joined))
             level = [c for c, j in zip(level, joined) if not j]
         named = replace(setting, taken=tuple(sorted(taken)))  # a part's rules meet the smaller sizes' by name
-        parts = [greedy(level, found.kept, named, runner, deadline, bar)] if len(level) <= PART else \
-            _in_parts(level, rule_texts(found.kept), named, runner, bar)
+        with runner.step(f"size {size}: greedy minimization of {len(level)} "
+                         f"{'in one part' if len(level) <= PART else f'in parts of {PART}'}"):
+            parts = [greedy(level, found.kept, named, runner, deadline, bar)] if len(level) <= PART else \
+                _in_parts(level, rule_texts(found.kept), named, runner, bar)
         for part in parts:
             _merge(found, part, taken)
     return found

@@ -50,6 +50,7 @@ class Synthesis:
     without: tuple[str, ...] = ()  # shipped rules left out
     stopped: str = ""
     seconds: float = 0.0
+    steps: list[shards.Step] = field(default_factory=list)  # where the time went
 
 
 def synthesize(ops: list[str] | None = None, vars_spec: str = DEFAULT_VARS, max_size: int = 3, seed: int = 0,
@@ -74,11 +75,12 @@ def synthesize(ops: list[str] | None = None, vars_spec: str = DEFAULT_VARS, max_
     symbols = symbols_of(vars_)
     out = Synthesis(ops, vars_spec, max_size, seed, without=tuple(without))
     runner = shards.Runner(executor, results)
-    with tqdm(desc="terms", unit=" terms", disable=not progress) as bar:
+    with tqdm(desc="terms", unit=" terms", disable=not progress) as bar, runner.step("enumeration"):
         out.enumeration = enumerate_candidates(vars_, ops, max_size, symbols, seed, deadline, bar,
                                                shards.last_size_outcomes(runner, vars_spec, ops, max_size, seed))
     candidates = sorted(out.enumeration.candidates, key=lambda c: (c.size, c.text()))
-    with tqdm(total=len(candidates), desc="derivable", disable=not progress) as bar:
+    with tqdm(total=len(candidates), desc="derivable", disable=not progress) as bar, \
+            runner.step("derivable by the shipped rules"):
         joined, out.limited = shards.derivable(runner, candidates, symbols, progress=bar, without=out.without)
     remaining = [c for c, j in zip(candidates, joined) if not j]
     out.derivable = len(candidates) - len(remaining)
@@ -90,7 +92,9 @@ def synthesize(ops: list[str] | None = None, vars_spec: str = DEFAULT_VARS, max_
     out.limited += found.limited
     if found.unexamined:
         out.stopped = f"time limit ({time_limit:g} s) with {found.unexamined} candidates left unexamined"
-    out.redundant = drop_redundant(out.kept, setting, runner, deadline)
+    with runner.step("kept rules derivable from the others"):
+        out.redundant = drop_redundant(out.kept, setting, runner, deadline)
+    out.steps = list(runner.steps.values())
     _price(out.kept, symbols, device)
     out.seconds = time.monotonic() - start
     return out
@@ -144,6 +148,17 @@ def _without_flag(out: Synthesis) -> str:
     return f" --without {','.join(out.without)}" if out.without else ""
 
 
+def _steps_table(out: Synthesis) -> list[str]:
+    """Where the time went: each step's wall seconds and its tasks (here, through the executor, read from the
+    results file); the widest sweep of a step bounds the nodes it could use."""
+    if not out.steps:
+        return []
+    head = "| step | seconds | tasks here | tasks sent | tasks read back | widest sweep |"
+    lines = ["## Where the time went", "", head, "|---|---:|---:|---:|---:|---:|"]
+    lines += [f"| {s.name} | {s.seconds:.0f} | {s.here} | {s.sent} | {s.stored} | {s.widest} |" for s in out.steps]
+    return lines + [f"| all | {out.seconds:.0f} | | | | |", ""]
+
+
 def report_text(out: Synthesis) -> str:
     e = out.enumeration
     lines = [
@@ -170,6 +185,7 @@ def report_text(out: Synthesis) -> str:
         reasons = collections.Counter(out.limited).most_common()
         lines += [f"{len(out.limited)} derivation graph(s) stopped at a limit or failed: some of their candidates "
                   "may be derivable after all. Why:", ""] + [f"- {n} x {why}" for why, n in reasons] + [""]
+    lines += _steps_table(out)
     lines += ["## Kept rules", "", "Saved: predicted seconds the left side costs over the right at sizes "
               f"{', '.join(map(str, PRICE_SIZES))} for the symbols in order (negative: the rule's left side is the "
               "cheaper, and the rule is for reaching other forms).", ""]

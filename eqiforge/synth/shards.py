@@ -18,6 +18,9 @@ import base64
 import hashlib
 import json
 import pickle
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 from .. import __version__
@@ -35,17 +38,44 @@ VERIFY_CHUNK = 25
 MIN_TASKS = 4
 
 
+@dataclass
+class Step:
+    """Where a step of a synthesis spent its time: its wall seconds, the tasks run in this process and through
+    the executor, read from the results file, and the largest number of tasks one sweep of it had (what bounds
+    how many nodes it can use)."""
+
+    name: str
+    seconds: float = 0.0
+    here: int = 0
+    sent: int = 0
+    stored: int = 0
+    widest: int = 0
+
+
 class Runner:
     """Where a synthesis's tasks run: ``executor`` (a sweep executor; None: this process), and ``results``, a
     results file that keeps each finished task's result (pickled) under a digest of its function, its payload,
     the rule files and this version, so that a run interrupted and started again with the same options redoes
-    only what did not finish, and a task whose inputs changed runs again."""
+    only what did not finish, and a task whose inputs changed runs again. ``steps`` says where the time went."""
 
     def __init__(self, executor=None, results: str | Path | None = None):
         self.executor = executor
         self.results = None if results is None else Path(results)
         self._stored = {} if self.results is None else stored_results(self.results)
         self._context = _rules_digest() if self.results is not None else ""
+        self.steps: dict[str, Step] = {}
+        self._step = Step("other")
+
+    @contextmanager
+    def step(self, name: str):
+        """Count the block's time and tasks under ``name`` (a step entered again adds to it)."""
+        outer, self._step = self._step, self.steps.setdefault(name, Step(name))
+        start = time.monotonic()
+        try:
+            yield
+        finally:
+            self._step.seconds += time.monotonic() - start
+            self._step = outer
 
     def run(self, fn, tasks: list[Task], finished=None) -> list:
         """``fn``'s result of each task, in task order: in this process without an executor or with fewer than
@@ -59,6 +89,12 @@ class Runner:
                 finished(result)
         todo = [task for task in tasks if task.id not in results]
         here = self.executor is None or len(todo) < MIN_TASKS
+        self._step.stored += len(tasks) - len(todo)
+        self._step.widest = max(self._step.widest, len(todo))
+        if here:
+            self._step.here += len(todo)
+        else:
+            self._step.sent += len(todo)
         for task, result in ((t, fn(t)) for t in todo) if here else self.executor.map(fn, todo):
             if is_failure(result):
                 raise EqiforgeError(f"synthesis task {task.id} failed: {result.get('error', result['status'])}")
