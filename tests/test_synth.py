@@ -8,6 +8,7 @@ from eqiforge.egraph import rulecheck, rulesets
 from eqiforge.egraph.soundness import check_rules_on
 from eqiforge.ir import Graph
 from eqiforge.synth import derive, minimize, run, shards
+from eqiforge.sweep import Task
 from eqiforge.synth.candidates import Candidate, enumerate_candidates
 from eqiforge.synth.egg import rule_name, rule_text
 from eqiforge.synth.terms import Term, Var, applications, parse_vars, symbols_of
@@ -231,6 +232,16 @@ class _Refusing:
     def map(self, fn, tasks):
         self.asked += tasks
         return iter(())
+
+
+def test_a_few_tasks_run_here_until_the_executors_workers_are_up():
+    """Starting workers costs more than a few tasks save; once they are up, two tasks are worth sending."""
+    executor = _Reversed()
+    runner = shards.Runner(executor)
+    tasks = lambda n, tag: [Task(f"{tag}-{i}", tag, i) for i in range(n)]  # noqa: E731
+    for n, tag in ((3, "first"), (4, "second"), (2, "third"), (1, "fourth")):
+        assert runner.run(lambda task: task.payload * 10, tasks(n, tag)) == [10 * i for i in range(n)]
+    assert executor.kinds == ["second"] * 4 + ["third"] * 2
 
 
 SMALL = (["Sum", "Amax", "Expand", "Mul", "Neg"], "A:i,j r:1,j s:scalar")

@@ -33,8 +33,9 @@ from .terms import parse_vars, symbols_of
 from .verify import verify
 
 VERIFY_CHUNK = 25
-#: a step of fewer tasks runs in this process: starting an executor's workers (each imports torch and egglog)
-#: costs more than a few tasks' worth of parallel work saves
+#: a step of fewer tasks runs in this process while the executor has run none: starting its workers (each
+#: imports torch and egglog) costs more than a few tasks' worth of parallel work saves; once they are up, two
+#: tasks are worth sending (the redundancy pass at size 4 is sweeps of two or three)
 MIN_TASKS = 4
 
 
@@ -65,6 +66,7 @@ class Runner:
         self._context = _rules_digest() if self.results is not None else ""
         self.steps: dict[str, Step] = {}
         self._step = Step("other")
+        self._warm = False  # the executor has run tasks: its workers are up
 
     @contextmanager
     def step(self, name: str):
@@ -79,8 +81,9 @@ class Runner:
 
     def run(self, fn, tasks: list[Task], finished=None) -> list:
         """``fn``'s result of each task, in task order: in this process without an executor or with fewer than
-        MIN_TASKS tasks to run; ``finished(result)`` is called as each comes in (progress). A task that crashed
-        stops the synthesis (a shard's result is part of every later step)."""
+        MIN_TASKS tasks to run (two once the executor's workers are up); ``finished(result)`` is called as each
+        comes in (progress). A task that crashed stops the synthesis (a shard's result is part of every later
+        step)."""
         keys = {task.id: self._key(fn, task) for task in tasks}
         results = {task.id: pickle.loads(base64.b64decode(self._stored[keys[task.id]])) for task in tasks
                    if keys[task.id] in self._stored}
@@ -88,7 +91,8 @@ class Runner:
             if finished is not None:
                 finished(result)
         todo = [task for task in tasks if task.id not in results]
-        here = self.executor is None or len(todo) < MIN_TASKS
+        here = self.executor is None or len(todo) < (2 if self._warm else MIN_TASKS)
+        self._warm |= not here
         self._step.stored += len(tasks) - len(todo)
         self._step.widest = max(self._step.widest, len(todo))
         if here:
