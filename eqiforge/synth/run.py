@@ -26,7 +26,7 @@ from ..errors import EqiforgeError
 from ..ir import Graph
 from . import shards
 from .candidates import Enumeration, enumerate_candidates
-from .minimize import Kept, Setting, drop_redundant, minimize
+from .minimize import Kept, Setting, minimize
 from .terms import DEFAULT_OPS, DEFAULT_VARS, SUPPORTED, parse_vars, symbols_of, variables
 from .values import shape_text, to_graph
 
@@ -88,12 +88,10 @@ def synthesize(ops: list[str] | None = None, vars_spec: str = DEFAULT_VARS, max_
     setting = Setting(vars_, symbols, seed, out.without, tuple(sorted(taken)))
     with tqdm(total=len(remaining), desc="minimize", disable=not progress) as bar:
         found = minimize(remaining, setting, runner, deadline, bar)
-    out.kept, out.rejected, out.followed = found.kept, found.rejected, found.followed
+    out.kept, out.rejected, out.followed, out.redundant = found.kept, found.rejected, found.followed, found.redundant
     out.limited += found.limited
     if found.unexamined:
         out.stopped = f"time limit ({time_limit:g} s) with {found.unexamined} candidates left unexamined"
-    with runner.step("kept rules derivable from the others"):
-        out.redundant = drop_redundant(out.kept, setting, runner, deadline)
     out.steps = list(runner.steps.values())
     _price(out.kept, symbols, device)
     out.seconds = time.monotonic() - start
