@@ -91,7 +91,7 @@ class Runner:
             if finished is not None:
                 finished(result)
         todo = [task for task in tasks if task.id not in results]
-        here = self.executor is None or len(todo) < (2 if self._warm else MIN_TASKS)
+        here = self.executor is None or len(todo) < (min(2, MIN_TASKS) if self._warm else MIN_TASKS)
         self._warm |= not here
         self._step.stored += len(tasks) - len(todo)
         self._step.widest = max(self._step.widest, len(todo))
