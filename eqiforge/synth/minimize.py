@@ -8,7 +8,8 @@ Size by size (a candidate's size: its larger side's ops), smallest first:
    are each minimized alone by Ruler's greedy loop, a part a task: a step's worth verified and kept, the rest
    tested again with the new rules, until none is left;
 3. after each size, kept rules that the others derive are dropped (``drop_redundant``): this also drops
-   what two parts both kept.
+   what two parts both kept; at the end a dropped rule the final ones no longer derive (within the limits)
+   is put back.
 
 The parts are what make it parallel: the greedy loop is sequential (each step's rules decide what the next
 step tests), and at size 4 over the default vocabulary thousands of candidates survive step 1. A part's loop
@@ -79,8 +80,9 @@ def minimize(candidates: list[Candidate], setting: Setting, runner: Runner, dead
     """The module's steps over ``candidates`` (sorted by size, then text), size by size; ``bar`` counts the
     candidates examined. Step 3 runs after every size, not only the last: the smaller sizes' rules go into
     every derivation graph of the next size, and at size 3 half of those kept were redundant (1,208 rule
-    texts a size-4 graph instead of about 600, each graph slower and sooner at its e-node limit)."""
-    found, taken = Minimized(), set(setting.taken)
+    texts a size-4 graph instead of about 600, each graph slower and sooner at its e-node limit). At the end,
+    what was dropped must still follow from what is kept (``restore_underived``)."""
+    found, taken, dropped = Minimized(), set(setting.taken), []
     for size in sorted({c.size[0] for c in candidates}):
         level = [c for c in candidates if c.size[0] == size]
         if found.unexamined or time.monotonic() > deadline:
@@ -102,7 +104,9 @@ def minimize(candidates: list[Candidate], setting: Setting, runner: Runner, dead
         for part in parts:
             _merge(found, part, taken)
         with runner.step(f"size {size}: kept rules derivable from the others"):
-            found.redundant += drop_redundant(found.kept, setting, runner, deadline)
+            dropped += drop_redundant(found.kept, setting, runner, deadline)
+    with runner.step("dropped rules the final ones still derive"):
+        found.redundant = len(dropped) - len(restore_underived(found.kept, dropped, setting, runner))
     return found
 
 
@@ -248,11 +252,12 @@ def rule_texts(kept: list[Kept]) -> list[str]:
     return [text for k in kept for _, text in k.rules]
 
 
-def drop_redundant(kept: list[Kept], setting: Setting, runner: Runner, deadline: float, groups: int = 8) -> int:
+def drop_redundant(kept: list[Kept], setting: Setting, runner: Runner, deadline: float,
+                   groups: int = 8) -> list[Kept]:
     """Drop from ``kept`` the rules that the other kept ones derive (Ruler's last minimization): the kept rules
     dealt into ``groups`` groups, each group's tested against all the others still kept, one group after
-    another (so two rules that derive each other never both go). Returns how many went."""
-    dropped, dealt = 0, list(kept)
+    another (so two rules that derive each other never both go). Returns those that went."""
+    dropped, dealt = [], list(kept)
     for g in range(groups):
         group = [k for i, k in enumerate(dealt) if i % groups == g]
         if not group or time.monotonic() > deadline:
@@ -263,5 +268,17 @@ def drop_redundant(kept: list[Kept], setting: Setting, runner: Runner, deadline:
         for k, j in zip(group, joined):
             if j:
                 kept.remove(k)
-                dropped += 1
+                dropped.append(k)
     return dropped
+
+
+def restore_underived(kept: list[Kept], dropped: list[Kept], setting: Setting, runner: Runner) -> list[Kept]:
+    """Put back into ``kept`` (in enumeration order) the dropped rules that the final kept rules no longer
+    derive, and return them. Derivability is tested within limits: a rule dropped after size 2, derived by a
+    few rules then, can be out of reach of the hundreds kept by the end (rediscovery lost sum-of-scaled so)."""
+    joined, _ = derivable(runner, [k.candidate for k in dropped], setting.symbols, rule_texts(kept),
+                          without=setting.without)
+    back = [k for k, j in zip(dropped, joined) if not j]
+    kept += back
+    kept.sort(key=lambda k: (k.candidate.size, k.candidate.text()))
+    return back
