@@ -70,7 +70,6 @@ def main() -> None:
     full, _ = derive.derivable(cands, symbols)
     reduced, _ = derive.derivable(cands, symbols, without=REMOVED)
     start = time.monotonic()
-    Path(args.found).mkdir(parents=True, exist_ok=True)
     with executor_of(args) as executor:
         out = run.synthesize(max_size=args.max_size, time_limit=args.time_limit, without=REMOVED, executor=executor,
                              results=results_file(args.found, args.resume))

@@ -34,7 +34,9 @@ def executor_of(args, local: Executor | None = None) -> Executor:
 
 
 def results_file(folder, resume: bool) -> Path:
-    """``folder``'s results file, emptied unless ``resume``."""
+    """``folder``'s results file (the folder made if missing: results are appended to it), emptied unless
+    ``resume``."""
+    Path(folder).mkdir(parents=True, exist_ok=True)
     path = Path(folder) / RESULTS
     if not resume:
         path.unlink(missing_ok=True)

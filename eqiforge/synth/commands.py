@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 
 def _list(_args) -> int:
@@ -19,7 +18,6 @@ def _synthesize(args) -> int:
     ops = args.ops.split(",") if args.ops else None
     without = tuple(args.without.split(",")) if args.without else ()
     from ..sweep import executor_of, results_file
-    Path(args.out).mkdir(parents=True, exist_ok=True)
     results = results_file(args.out, args.resume)
     with executor_of(args) as executor:
         out = run.synthesize(ops, args.vars, args.max_size, args.seed, args.time_limit, args.device,
