@@ -4,6 +4,9 @@ Terms of size n are built over the representatives of sizes below n (``terms.new
 at the instantiations and fingerprinted. A new fingerprint opens a class and the term represents it; an
 existing one makes the candidate ``term = representative``. Terms whose value is one number whatever the
 inputs (``W / W``) and terms with a non-finite value are dropped (counted): the IR writes constants as Fills.
+A term in which a variable cancels (``(A * B) / A``) never represents a class (as a parent it would only
+make more such terms), but it is a candidate against the class its value joins: ``(A * B) / A = B`` is the
+one rule that the larger ``(A * (A + B)) / A = A + B`` and its many like are instances of.
 An equality up to commuting and regrouping commutative ops is left out (``terms.ac_normal``), and commutative
 ops are built in one operand order. A candidate is kept only if it can be a rewrite one way or the other
 (``egg.orientable``), and once per
@@ -64,7 +67,7 @@ class Enumeration:
     terms: int = 0  # enumerated, all sizes
     classes: int = 0
     constant: int = 0
-    cancelling: int = 0  # a variable of the term cancels out (A + (s - A)): its value does not depend on it
+    cancelling: int = 0  # a variable cancels out (A + (s - A)) and no class has the term's value
     not_finite: int = 0
     unorientable: int = 0  # equal values, but each side has a variable the other lacks (A - A = B - B)
     renamings: int = 0  # candidates equal to an earlier one up to renaming variables and sizes
@@ -75,7 +78,9 @@ class Enumeration:
 
 
 #: what an evaluated term can be other than a fingerprint: the Enumeration counters of terms dropped
-DROPPED = ("not_finite", "constant", "cancelling")
+DROPPED = ("not_finite", "constant")
+#: the outcome of a term in which a variable cancels: this prefix, then its fingerprint
+CANCELS = "cancels:"
 
 
 class Enumerator:
@@ -95,8 +100,9 @@ class Enumerator:
         return new_terms(op, size, self.by_size, self.symbols)
 
     def assess(self, term) -> tuple[str, tuple | None]:
-        """(the term's fingerprint, (values, redrawn values) to keep if it opens a class), or (the DROPPED
-        counter it falls under, None)."""
+        """(the term's fingerprint, (values, redrawn values) to keep if it opens a class); (CANCELS and its
+        fingerprint, None) for a term in which a variable cancels; else (the DROPPED counter it falls under,
+        None)."""
         values = self.evaluator.values(term)
         if values is None:
             return "not_finite", None
@@ -104,7 +110,7 @@ class Enumerator:
             return "constant", None
         redrawn = self.evaluator.redrawn(term)
         if self.evaluator.cancels(term, values, redrawn):
-            return "cancelling", None
+            return CANCELS + fingerprint(term.shape, values), None
         return fingerprint(term.shape, values), (values, redrawn)
 
     def classify(self, term, outcome: str, kept: tuple | None) -> None:
@@ -114,8 +120,11 @@ class Enumerator:
         if outcome in DROPPED:
             setattr(found, outcome, getattr(found, outcome) + 1)
             return
-        rep = self.classes.get(outcome)
-        if rep is None:
+        cancels = outcome.startswith(CANCELS)
+        rep = self.classes.get(outcome.removeprefix(CANCELS))
+        if rep is None and cancels:
+            found.cancelling += 1
+        elif rep is None:
             self.classes[outcome] = term
             self.by_size[term.size].append(term)
             if kept is not None:

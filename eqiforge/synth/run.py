@@ -166,8 +166,8 @@ def report_text(out: Synthesis) -> str:
         "| stage | count |", "|---|---:|",
         f"| terms enumerated (by size: {', '.join(f'{s}: {n}' for s, n in e.per_size.items())}) | {e.terms} |",
         f"| classes of equal values | {e.classes} |",
-        f"| terms dropped: constant ({e.constant}), a variable cancels ({e.cancelling}), not finite ({e.not_finite}) "
-        f"| {e.constant + e.cancelling + e.not_finite} |",
+        f"| terms dropped: constant ({e.constant}), a variable cancels and no class has its value ({e.cancelling}), "
+        f"not finite ({e.not_finite}) | {e.constant + e.cancelling + e.not_finite} |",
         f"| equal pairs with no rewrite direction (each side has a variable the other lacks) | {e.unorientable} |",
         f"| equal pairs that rename an earlier one | {e.renamings} |",
         f"| equal pairs up to commuting and regrouping Add, Mul, Maximum, Minimum (stated by no rule) | {e.commuted} |",
