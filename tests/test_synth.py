@@ -11,6 +11,7 @@ from eqiforge.synth import derive, minimize, run, shards
 from eqiforge.sweep import Task
 from eqiforge.synth.candidates import Candidate, enumerate_candidates
 from eqiforge.synth.egg import rule_name, rule_text
+from eqiforge.synth.generalize import generalized
 from eqiforge.synth.terms import Term, Var, applications, parse_vars, symbols_of
 from eqiforge.synth.values import Evaluator, fingerprint, to_graph
 from eqiforge.synth.verify import symbolic, verify
@@ -190,6 +191,36 @@ def test_a_term_in_which_a_variable_cancels_is_a_candidate_against_its_class_and
     ev.keep(neg, ev.values(neg), ev.redrawn(neg))
     t = term("Add", a, neg)
     assert ev.cancels(t, ev.values(t), ev.redrawn(t)) and not ev.cancels(neg, ev.values(neg), ev.redrawn(neg))
+
+
+def test_a_candidate_is_made_as_general_as_its_values_allow_and_the_general_rule_derives_it():
+    """A / (B / (A + A)) = A * ((A + A) / B) holds for any tensor in place of A + A: that rule is kept, and the
+    instance follows from it in the e-graph (the shipped rules alone do not derive it)."""
+    inner = term("Add", A, A)
+    c = Candidate(term("Div", A, term("Div", B, inner)), term("Mul", A, term("Div", inner, B)))
+    general = generalized(c, VARS, SYMBOLS, 0)
+    assert general.text() == "div(A, div(B, X_i_j)) = mul(A, div(X_i_j, B))"
+    assert verify(general.lhs, general.rhs, VARS, SYMBOLS).passed
+    assert derive.derivable([c], SYMBOLS)[0] == [False]
+    assert derive.derivable([c], SYMBOLS, [rule_text(general.lhs, general.rhs, "general")])[0] == [True]
+    stays = Candidate(term("Div", term("Mul", A, A), term("Div", A, B)), term("Mul", A, B))  # A * A is not any X
+    assert generalized(stays, VARS, SYMBOLS, 0) == stays
+    regrouped = Candidate(term("Add", term("Add", A, B), term("Add", A, S)),
+                          term("Add", A, term("Add", A, term("Add", B, S))))
+    assert generalized(regrouped, VARS, SYMBOLS, 0) == regrouped  # X for A + s: regrouping only, stated by no rule
+
+
+def test_general_rules_of_other_shapes_meet_in_one_derivation_graph():
+    """A fresh variable's name says its shape: a derivation graph makes one input per name, and two shapes
+    under one name would fail the graph."""
+    inner = term("Add", A, A)
+    over_a = Candidate(term("Div", A, term("Div", B, inner)), term("Mul", A, term("Div", inner, B)))
+    over_w = Candidate(term("Div", term("Mul", W, term("Neg", W)), W), term("Neg", W))
+    generals = [generalized(c, VARS, SYMBOLS, 0) for c in (over_a, over_w)]
+    assert [g.text() for g in generals] == ["div(A, div(B, X_i_j)) = mul(A, div(X_i_j, B))",
+                                            "div(mul(W, X_j_k), W) = X_j_k"]
+    rules = [rule_text(g.lhs, g.rhs, f"general-{n}") for n, g in enumerate(generals)]
+    assert derive.derivable(generals + [over_a, over_w], SYMBOLS, rules) == ([True] * 4, [])
 
 
 def test_synthesis_over_running_sums_and_flips_rediscovers_the_adopted_rules():

@@ -5,8 +5,8 @@ Size by size (a candidate's size: its larger side's ops), smallest first:
 1. a size's candidates meet the smaller sizes' kept rules once, on entering (a sweep's worth of derivation
    tasks): most of a larger size follows from the smaller rules;
 2. the survivors, cut in enumeration order into parts of at most PART (a part holds candidates of like form),
-   are each minimized alone by Ruler's greedy loop, a part a task: a step's worth verified and kept, the rest
-   tested again with the new rules, until none is left;
+   are each minimized alone by Ruler's greedy loop, a part a task: a step's worth made general
+   (generalize.py), verified and kept, the rest tested again with the new rules, until none is left;
 3. after each size, kept rules that the others derive are dropped (``drop_redundant``): this also drops
    what two parts both kept; at the end a dropped rule the final ones no longer derive (within the limits)
    is put back.
@@ -166,16 +166,23 @@ def greedy(remaining: list[Candidate], kept_before: list[Kept], setting: Setting
             remaining, tested_with = [c for c, j in zip(remaining, joined) if not j], len(found.kept)
         step = min(STEP_MAX, max(STEP_MIN, len(remaining) // STEP_SHARE))
         batch, remaining = remaining[:step], remaining[step:]
-        found.kept += _keep(batch, setting, taken, found.rejected, runner)
+        found.kept += _keep(batch, setting, taken, found, runner)
         _update(bar, len(batch))
     return found
 
 
-def _keep(batch: list[Candidate], setting: Setting, taken: set[str], rejected: list, runner: Runner) -> list[Kept]:
-    """The batch's candidates that pass verification and, written as rules, fire and are sound in the
-    e-graph on their left sides' programs."""
-    found = []
-    for c, v in zip(batch, verifications(runner, batch, setting.vars_, setting.symbols, setting.seed)):
+def _keep(batch: list[Candidate], setting: Setting, taken: set[str], so_far: Minimized,
+          runner: Runner) -> list[Kept]:
+    """The batch's candidates, made general, that pass verification and, written as rules, fire and are sound
+    in the e-graph on their left sides' programs. One that generalizes to a rule kept already (in ``so_far``
+    or earlier in the batch) follows from it; the rejected are added to ``so_far``'s."""
+    found, rejected = [], so_far.rejected
+    seen = {k.candidate.canonical() for k in so_far.kept}
+    for c, v in verifications(runner, batch, setting.vars_, setting.symbols, setting.seed):
+        if c.canonical() in seen:
+            so_far.followed += 1
+            continue
+        seen.add(c.canonical())
         if not v.passed:
             rejected.append((c.text(), f"values differ (relative error {v.error:.2g})"))
             continue

@@ -1,7 +1,8 @@
 """``eqiforge rules synthesize``: enumerate, fingerprint, drop what the rules derive, minimize, verify, write.
 
     terms (terms.py) -> candidates (candidates.py) -> not derivable (derive.py) -> minimized size by size,
-    smallest first, each kept one verified (verify.py) and checked as written in the e-graph (minimize.py) ->
+    smallest first, each kept one made general (generalize.py), verified (verify.py) and checked as written in
+    the e-graph (minimize.py) ->
     none derivable from the others -> DIR/candidates.egg (egg.py's rules, the house header) and DIR/report.md
 
 The long steps (the last size's terms, derivation, verification, minimization's parts) run as tasks of a sweep

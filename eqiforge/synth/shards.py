@@ -7,7 +7,8 @@ them, in fixed shards, so that a run gives the same rules in this process, in lo
   candidates are those of one process;
 - **derivation** (``derive.derivable``), one task per chunk of ``derive.CHUNK`` candidates (``CHUNK_WITH_KEPT``
   with kept rules): chunks are cut here, so each graph holds the same candidates whoever saturates it;
-- **verification** (``verify.verify``, sympy's proofs the slowest part), ``VERIFY_CHUNK`` candidates a task.
+- **verification** (``verify.verify``, sympy's proofs the slowest part) of each candidate made general
+  (``generalize.py``), ``VERIFY_CHUNK`` candidates a task.
 
 Without an executor each task runs in this process, in order. With a results file (``--resume``) each finished
 task's result is kept there under a digest of what it computed from, and a run started again skips it.
@@ -29,6 +30,7 @@ from ..errors import EqiforgeError
 from ..sweep import Task, is_failure, stored_results
 from . import derive
 from .candidates import Enumerator
+from .generalize import generalized
 from .terms import parse_vars, symbols_of
 from .verify import verify
 
@@ -177,7 +179,8 @@ def derive_chunk(task: Task) -> tuple[list[bool], list[str]]:
 
 
 def verifications(runner: Runner, candidates: list, vars_: list, symbols: list[str], seed: int) -> list:
-    """``verify.verify`` of each candidate, ``VERIFY_CHUNK`` a task."""
+    """(the candidate made general, ``verify.verify`` of it) for each candidate (generalize.py), ``VERIFY_CHUNK``
+    a task."""
     tasks = [Task(f"verify-{start}", "synthesis-verification",
                   (candidates[start:start + VERIFY_CHUNK], vars_, symbols, seed))
              for start in range(0, len(candidates), VERIFY_CHUNK)]
@@ -186,4 +189,5 @@ def verifications(runner: Runner, candidates: list, vars_: list, symbols: list[s
 
 def verify_chunk(task: Task) -> list:
     candidates, vars_, symbols, seed = task.payload
-    return [verify(c.lhs, c.rhs, vars_, symbols, seed) for c in candidates]
+    general = [generalized(c, vars_, symbols, seed) for c in candidates]
+    return [(c, verify(c.lhs, c.rhs, vars_, symbols, seed)) for c in general]

@@ -83,6 +83,13 @@ def variables(term) -> set[Var]:
     return set().union(*(variables(k) for k in term.kids))
 
 
+def with_variables_of(vars_: list[Var], *terms) -> list[Var]:
+    """``vars_`` and, after them by name, the terms' variables that are not among them (a generalized rule's
+    fresh ones): what an instantiation must draw."""
+    more = set().union(*(variables(t) for t in terms)) - set(vars_)
+    return list(vars_) + sorted(more, key=lambda v: v.name)
+
+
 def ops_of(term) -> list[str]:
     """The ops of a term, outermost first (pre-order)."""
     return [] if isinstance(term, Var) else [term.op] + [o for k in term.kids for o in ops_of(k)]

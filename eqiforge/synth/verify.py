@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from .terms import Term, Var, variables
+from .terms import Term, Var, variables, with_variables_of
 from .values import Instance, concrete_attrs, concrete_shape, draw_sizes, evaluate
 
 TOLERANCE = 1e-9
@@ -159,6 +159,7 @@ def _sym(t, inputs: dict, sizes: dict):
 
 def verify(lhs: Term, rhs, vars_: list[Var], symbols: list[str], seed: int = 0) -> Verification:
     """Every check of lhs == rhs but the e-graph's (which ``rules_in_egraph`` runs for many rules at once)."""
+    vars_ = with_variables_of(vars_, lhs, rhs)
     shapes, error = check_values(lhs, rhs, vars_, symbols, seed)
     result = Verification(shapes, error)
     if error <= TOLERANCE:
