@@ -308,16 +308,17 @@ def test_synthesis_through_an_executor_finds_the_same_rules_as_in_one_process(sm
 
 def test_a_synthesis_started_again_reads_what_finished_from_its_results_file(small_shards, tmp_path):
     """--resume: a task whose result the file holds does not run again (here: none runs), and the rules are
-    the same; a task whose inputs changed (another seed) runs."""
+    the same; a task whose inputs changed (another seed) runs. The file's folder is made where missing."""
     first = run.synthesize(*SMALL, 2, progress=False, device="H100", executor=_Reversed(),
-                           results=tmp_path / "sweep.jsonl")
+                           results=tmp_path / "run" / "sweep.jsonl")
     again = _Refusing()
     resumed = run.synthesize(*SMALL, 2, progress=False, device="H100", executor=again,
-                             results=tmp_path / "sweep.jsonl")
+                             results=tmp_path / "run" / "sweep.jsonl")
     assert again.asked == [] and run.egg_file(resumed) == run.egg_file(first)
     read_back = {s.name: s.stored for s in resumed.steps}
     assert read_back == {s.name: s.sent + s.here for s in first.steps} and read_back["enumeration"] == len(SMALL[0])
     assert "| enumeration |" in run.report_text(resumed)
     other = _Reversed()
-    run.synthesize(*SMALL, 2, seed=1, progress=False, device="H100", executor=other, results=tmp_path / "sweep.jsonl")
+    run.synthesize(*SMALL, 2, seed=1, progress=False, device="H100", executor=other,
+                   results=tmp_path / "run" / "sweep.jsonl")
     assert "synthesis-minimization" in other.kinds

@@ -122,6 +122,7 @@ class Runner:
         if self.results is None:
             return
         encoded = base64.b64encode(pickle.dumps(result)).decode()
+        self.results.parent.mkdir(parents=True, exist_ok=True)
         with self.results.open("a") as f:
             f.write(json.dumps({"id": key, "result": encoded}) + "\n")
         self._stored[key] = encoded
