@@ -246,6 +246,39 @@ def test_synthesis_over_running_sums_and_flips_rediscovers_the_adopted_rules():
         assert derive.derivable([c], ["i", "j", "k"], without=adopted)[0] == [False], rule
 
 
+class _Recording:
+    """An executor that runs its tasks in this process, in order, and keeps their payloads."""
+
+    def __init__(self):
+        self.payloads = []
+
+    def map(self, fn, tasks):
+        for task in tasks:
+            self.payloads.append(task.payload)
+            yield task, fn(task)
+
+
+def test_a_redundancy_test_graph_holds_only_the_kept_rules_over_its_ops(monkeypatch):
+    """Thousands of kept rules (size 4) do not fit one egglog: a kept rule is tested against the others over
+    its own ops only, and one that no other rule's ops fit is not derivable without a graph."""
+    monkeypatch.setattr(shards, "MIN_TASKS", 1)
+    inner = term("Add", A, A)
+    instance = Candidate(term("Div", A, term("Div", B, inner)), term("Mul", A, term("Div", inner, B)))
+    general = generalized(instance, VARS, SYMBOLS, 0)
+    transposed = Candidate(term("Neg", term("Permute", A, attrs=((1, 0),))),
+                           term("Permute", term("Neg", A), attrs=((1, 0),)))
+    negated = Candidate(term("Neg", term("Amax", A, attrs=((0,),))), term("Amin", term("Neg", A), attrs=((0,),)))
+    kept = {c.text(): minimize.Kept(c, [(f"rule-{n}", rule_text(c.lhs, c.rhs, f"rule-{n}"))], None)
+            for n, c in enumerate((instance, general, transposed, negated))}
+    executor = _Recording()
+    tested = [kept[instance.text()], kept[negated.text()]]
+    rules = [kept[general.text()], kept[transposed.text()]]
+    setting = minimize.Setting(VARS, SYMBOLS, 0, (), ())
+    assert minimize.derivable_by(shards.Runner(executor), tested, rules, setting) == [True, False]
+    [(candidates, _, texts, _)] = executor.payloads  # Amax/Amin/Neg: no rule over those ops, no graph
+    assert candidates == [instance] and texts == [kept[general.text()].rules[0][1]]
+
+
 class _Reversed:
     """An executor that runs its tasks in this process, last first: results come back out of task order."""
 

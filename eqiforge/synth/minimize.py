@@ -29,7 +29,8 @@ from ..sweep import Task
 from . import derive
 from .candidates import Candidate
 from .egg import orientable, rule_name, rule_text
-from .shards import Runner, derivable, verifications
+from .shards import Runner, derivable, derivable_each, verifications
+from .terms import ops_of
 from .values import to_graph
 from .verify import InEgraph, Verification
 
@@ -37,6 +38,7 @@ STEP_SHARE = 6  # a greedy step takes 1/STEP_SHARE of the remaining candidates, 
 STEP_MIN, STEP_MAX = 8, 100
 EGRAPH_CHUNK = 25  # candidates whose rules are checked in one e-graph
 PART = 300  # survivors of a size minimized together (a task)
+CHUNK_OPS = 4  # the most ops a redundancy test's derivation graph holds (``derivable_by``)
 
 
 @dataclass
@@ -262,17 +264,16 @@ def rule_texts(kept: list[Kept]) -> list[str]:
 def drop_redundant(kept: list[Kept], setting: Setting, runner: Runner, deadline: float,
                    groups: int = 8) -> list[Kept]:
     """Drop from ``kept`` the rules that the other kept ones derive (Ruler's last minimization): the kept rules
-    dealt into ``groups`` groups, each group's tested against all the others still kept, one group after
-    another (so two rules that derive each other never both go). Returns those that went."""
+    dealt into ``groups`` groups, each group's tested against all the others still kept (over its ops:
+    ``derivable_by``), one group after another (so two rules that derive each other never both go). Returns
+    those that went."""
     dropped, dealt = [], list(kept)
     for g in range(groups):
         group = [k for i, k in enumerate(dealt) if i % groups == g]
         if not group or time.monotonic() > deadline:
             continue
         others = [k for k in kept if all(k is not m for m in group)]
-        joined, _ = derivable(runner, [k.candidate for k in group], setting.symbols, rule_texts(others),
-                              without=setting.without)
-        for k, j in zip(group, joined):
+        for k, j in zip(group, derivable_by(runner, group, others, setting)):
             if j:
                 kept.remove(k)
                 dropped.append(k)
@@ -283,9 +284,36 @@ def restore_underived(kept: list[Kept], dropped: list[Kept], setting: Setting, r
     """Put back into ``kept`` (in enumeration order) the dropped rules that the final kept rules no longer
     derive, and return them. Derivability is tested within limits: a rule dropped after size 2, derived by a
     few rules then, can be out of reach of the hundreds kept by the end (rediscovery lost sum-of-scaled so)."""
-    joined, _ = derivable(runner, [k.candidate for k in dropped], setting.symbols, rule_texts(kept),
-                          without=setting.without)
+    joined = derivable_by(runner, dropped, kept, setting)
     back = [k for k, j in zip(dropped, joined) if not j]
     kept += back
     kept.sort(key=lambda k: (k.candidate.size, k.candidate.text()))
     return back
+
+
+def derivable_by(runner: Runner, tested: list[Kept], rules: list[Kept], setting: Setting) -> list[bool]:
+    """Whether each of ``tested`` is derivable from the rules of ``rules`` whose ops its own include. Sorted by
+    their ops and cut into chunks of at most CHUNK_OPS ops, each chunk's graph holds only the rules over its
+    ops: thousands of kept rules (size 4) would not fit one egglog (about 3 MB a rule), and a rule over ops the
+    sides lack rarely helps. Leaving one out can only miss a derivation, which keeps a rule: never loses one."""
+    order = sorted(range(len(tested)), key=lambda i: (sorted(_ops(tested[i])), i))
+    chunks: list[tuple[list[int], frozenset]] = []
+    for i in order:
+        ops = _ops(tested[i])
+        if chunks and len(chunks[-1][0]) < derive.CHUNK_WITH_KEPT and len(chunks[-1][1] | ops) <= CHUNK_OPS:
+            chunks[-1] = (chunks[-1][0] + [i], chunks[-1][1] | ops)
+        else:
+            chunks.append(([i], ops))
+    with_rules = [(members, rule_texts([k for k in rules if _ops(k) <= ops])) for members, ops in chunks]
+    with_rules = [(members, texts) for members, texts in with_rules if texts]  # none: not derivable
+    joined, _ = derivable_each(runner, [([tested[i].candidate for i in members], texts)
+                                        for members, texts in with_rules], setting.symbols, without=setting.without)
+    found = [False] * len(tested)
+    for (members, _), part in zip(with_rules, joined):
+        for i, j in zip(members, part):
+            found[i] = j
+    return found
+
+
+def _ops(k: Kept) -> frozenset[str]:
+    return frozenset(ops_of(k.candidate.lhs)) | frozenset(ops_of(k.candidate.rhs))

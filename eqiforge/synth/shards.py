@@ -163,13 +163,21 @@ def derivable(runner: Runner, candidates: list, symbols: list[str], extra_rules:
               without: tuple[str, ...] = ()) -> tuple[list[bool], list[str]]:
     """``derive.derivable`` of ``candidates``, a task per chunk."""
     size = derive.CHUNK_WITH_KEPT if extra_rules else derive.CHUNK
-    tasks = [Task(f"derive-{start}", "synthesis-derivation",
-                  (candidates[start:start + size], symbols, list(extra_rules), without))
-             for start in range(0, len(candidates), size)]
-    joined, limited = [], []
+    chunks = [(candidates[start:start + size], list(extra_rules)) for start in range(0, len(candidates), size)]
+    joined, limited = derivable_each(runner, chunks, symbols, progress, without)
+    return [j for part in joined for j in part], limited
+
+
+def derivable_each(runner: Runner, chunks: list[tuple[list, list[str]]], symbols: list[str], progress=None,
+                   without: tuple[str, ...] = ()) -> tuple[list[list[bool]], list[str]]:
+    """``derive.derivable`` of each (candidates, extra rules) of ``chunks``, a task each: the verdicts chunk by
+    chunk, and the stop reasons."""
+    tasks = [Task(f"derive-{n}", "synthesis-derivation", (candidates, symbols, rules, without))
+             for n, (candidates, rules) in enumerate(chunks)]
     counted = None if progress is None else lambda result: progress.update(len(result[0]))
+    joined, limited = [], []
     for part, stops in runner.run(derive_chunk, tasks, finished=counted):
-        joined += part
+        joined.append(part)
         limited += stops
     return joined, limited
 
