@@ -1,6 +1,7 @@
 """Limits that hold (issue 10): runaway programs stay near the e-node limit and within the time limits
 through saturation and extraction; a killed child's replay stops before the step that ran away and obeys the
 limits; extraction says when a limit cut it short."""
+import multiprocessing
 import time
 
 import pytest
@@ -183,3 +184,23 @@ def test_greedy_set_work_is_bounded_and_the_choice_stays_valid(monkeypatch):
     sel = extract(snap, costs, method="greedy")
     assert sel.method == f"greedy (work limit: {tree_priced} of {snap.num_nodes} e-nodes priced by tree cost)"
     assert sel.choice == {c: cut[c] for c in sel.choice}
+
+
+def test_a_saturation_child_whose_parent_is_gone_ends_instead_of_blocking_on_its_pipe():
+    """A sweep's worker killed mid-saturation left its saturation child blocked on a full pipe that the child
+    itself held open, with gigabytes, for the rest of the run (a size-4 synthesis: 3 GB for 43 minutes). The
+    child closes the parent's end: once nobody reads, its sends fail and it ends."""
+    g = Graph()
+    g.outputs = [g.add("Neg", (g.input(f"x{i}", (2,), "float32"),)) for i in range(3000)]  # a 200 KB snapshot
+    schedule = sat.Schedule.of("matmul")
+    sat._setup(g, schedule, True, False)  # the rules loaded before the fork, as saturate does
+    ctx = multiprocessing.get_context("fork")
+    recv, send = ctx.Pipe(duplex=False)
+    proc = ctx.Process(target=sat._child, args=(g, schedule, None, True, None, send, recv), daemon=True)
+    proc.start()
+    send.close()
+    recv.close()  # the parent is gone: nobody reads
+    proc.join(timeout=60)
+    alive = proc.is_alive()
+    proc.kill()
+    assert not alive and proc.exitcode != 0

@@ -25,6 +25,7 @@ Hitting a limit is normal; the report says which one, and which schedule ran.
 from __future__ import annotations
 
 import multiprocessing
+import os
 import time
 from dataclasses import asdict, dataclass, replace
 from typing import Callable
@@ -299,12 +300,17 @@ def _unchanged_reason(steps: list[StepStats], enodes: int) -> StopReason:
     return StopReason(Stop.ENODES, f"e-node limit ({enodes}): skipped {named}{more}; nothing else changed")
 
 
-def _child(graph, schedule, max_steps, assume_finite, guide, conn):
+def _child(graph, schedule, max_steps, assume_finite, guide, conn, parents_end):
+    # the parent's end of the pipe, closed here: once the parent is gone (a sweep's worker killed), a send must
+    # fail and end this child at once, not block forever on a full pipe that this child itself kept open
+    parents_end.close()
     try:
         egraph, report = run(graph, schedule, max_steps=max_steps, assume_finite=assume_finite, guide=guide,
                              on_step=lambda s: conn.send(("step", s)))
         snap = snapshot.from_egraph(egraph, len(graph.outputs), graph.live_nodes())
         conn.send(("done", snap, report))
+    except (BrokenPipeError, ConnectionResetError):
+        os._exit(1)  # nobody to tell: no cleanup either (a forked child's exit can wait on the parent's threads)
     except EqiforgeError as err:
         conn.send(("error", str(err)))
     except BaseException as err:  # noqa: BLE001 - anything else must reach the parent as a message
@@ -343,7 +349,8 @@ def _saturate_in_child(graph: Graph, schedule: Schedule, on_step, max_steps: int
     limits = schedule.limits
     ctx = multiprocessing.get_context("fork")
     recv, send = ctx.Pipe(duplex=False)
-    proc = ctx.Process(target=_child, args=(graph, schedule, max_steps, assume_finite, guide, send), daemon=True)
+    proc = ctx.Process(target=_child, args=(graph, schedule, max_steps, assume_finite, guide, send, recv),
+                       daemon=True)
     start = time.perf_counter()
     proc.start()
     send.close()
