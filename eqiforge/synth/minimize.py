@@ -184,7 +184,6 @@ def _keep(batch: list[Candidate], setting: Setting, taken: set[str], so_far: Min
         if c.canonical() in seen:
             so_far.followed += 1
             continue
-        seen.add(c.canonical())
         if not v.passed:
             rejected.append((c.text(), f"values differ (relative error {v.error:.2g})"))
             continue
@@ -194,6 +193,7 @@ def _keep(batch: list[Candidate], setting: Setting, taken: set[str], so_far: Min
             rejected.append((c.text(), f"cannot be written as a rule: {err}"))
             continue
         found.append(Kept(c, rules, v))
+        seen.add(c.canonical())
     if not found:
         return []
     sizes, scalars = derive.derive_sizes(setting.symbols), derive.scalar_values([k.candidate for k in found])
