@@ -7,6 +7,7 @@ Workers import this module for its task functions: it imports nothing heavy at t
 optimizer are imported by the tests that need them)."""
 import json
 import os
+import shutil
 import socket
 import sys
 import time
@@ -84,11 +85,38 @@ def test_local_sweep_returns_results_in_task_order_and_appends_each_with_progres
 
 def test_a_sweep_started_again_skips_the_ids_its_results_file_holds(tmp_path):
     path = tmp_path / "results.jsonl"
-    path.write_text(json.dumps({"id": "t1", "result": {"status": "ok", "value": "stored"}}) + "\n" + '{"id": "t2", ')
+    stored = {"id": "t1", "result": {"status": "ok", "value": "stored"}, "code": sweep.code_digest()}
+    path.write_text(json.dumps(stored) + "\n" + '{"id": "t2", ')
     results = sweep.run_sweep(sweep.LocalExecutor(2), square, tasks(4), path)
     assert [r["value"] for r in results] == [0, "stored", 4, 9]  # t1 not run again; t2's cut line run again
     ran = [json.loads(line)["id"] for line in path.read_text().splitlines()[2:]]
     assert sorted(ran) == ["t0", "t2", "t3"]
+
+
+def test_results_written_by_other_code_or_rules_run_again_and_say_so(tmp_path, monkeypatch, capsys):
+    """A results file from before an edit or an upgrade that kept the version number is not trusted: the digest
+    covers the package's source and the rule files, and a line of another digest (or of none) runs again."""
+    path = tmp_path / "results.jsonl"
+    old = [{"id": "t0", "result": {"status": "ok", "value": "old"}, "code": "0" * 64},
+           {"id": "t1", "result": {"status": "ok", "value": "unmarked"}}]
+    path.write_text("".join(json.dumps(entry) + "\n" for entry in old))
+    results = sweep.run_sweep(sweep.LocalExecutor(2), square, tasks(2), path, progress=False)
+    assert [r["value"] for r in results] == [0, 1]
+    assert "2 results were written by other eqiforge code or rules" in capsys.readouterr().err
+    assert sweep.run_sweep(Recording(), square, tasks(2), path, progress=False) == results  # now they hold
+
+    from eqiforge.egraph import rulesets
+    shipped = sweep.code_digest()
+    edited = tmp_path / "rules"
+    shutil.copytree(rulesets.rules_dir(), edited)
+    a_rule_file = sorted(edited.glob("*.egg"))[1]
+    a_rule_file.write_text(a_rule_file.read_text() + "\n; an edit\n")
+    monkeypatch.setenv("EQIFORGE_RULES_DIR", str(edited))
+    sweep.code_digest.cache_clear()
+    try:
+        assert sweep.code_digest() != shipped
+    finally:
+        sweep.code_digest.cache_clear()
 
 
 def test_a_task_past_its_timeout_is_a_timeout_record_and_the_others_keep_their_results(tmp_path, capsys):

@@ -6,8 +6,8 @@ from .executor import Executor, LocalExecutor
 from .nodes import task_cpus, this_node
 from .ray_executor import RayExecutor
 from .records import Finished, Task, crash, is_failure, timeout
-from .run import CLUSTERS, executor_from, run_sweep, stored_results
+from .run import CLUSTERS, code_digest, executor_from, run_sweep, stored_results
 
-__all__ = ["CLUSTERS", "Executor", "Finished", "LocalExecutor", "RayExecutor", "Task", "add_arguments", "crash",
-           "executor_from", "executor_of", "is_failure", "results_file", "run_sweep", "stored_results", "task_cpus",
-           "this_node", "timeout"]
+__all__ = ["CLUSTERS", "Executor", "Finished", "LocalExecutor", "RayExecutor", "Task", "add_arguments",
+           "code_digest", "crash", "executor_from", "executor_of", "is_failure", "results_file", "run_sweep",
+           "stored_results", "task_cpus", "this_node", "timeout"]

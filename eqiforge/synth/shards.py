@@ -24,10 +24,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import __version__
-from ..egraph import rulesets
 from ..errors import EqiforgeError
-from ..sweep import Task, is_failure, stored_results
+from ..sweep import Task, code_digest, is_failure, stored_results
 from . import derive
 from .candidates import Enumerator
 from .generalize import generalized
@@ -57,15 +55,16 @@ class Step:
 
 class Runner:
     """Where a synthesis's tasks run: ``executor`` (a sweep executor; None: this process), and ``results``, a
-    results file that keeps each finished task's result (pickled) under a digest of its function, its payload,
-    the rule files and this version, so that a run interrupted and started again with the same options redoes
-    only what did not finish, and a task whose inputs changed runs again. ``steps`` says where the time went."""
+    results file that keeps each finished task's result (pickled) under a digest of its function, its payload
+    and :func:`~eqiforge.sweep.code_digest` (this version, the package's source, the rule files), so that a run
+    interrupted and started again with the same options redoes only what did not finish, and a task whose inputs
+    or code changed runs again. ``steps`` says where the time went."""
 
     def __init__(self, executor=None, results: str | Path | None = None):
         self.executor = executor
         self.results = None if results is None else Path(results)
         self._stored = {} if self.results is None else stored_results(self.results)
-        self._context = _rules_digest() if self.results is not None else ""
+        self._context = code_digest() if self.results is not None else ""
         self.steps: dict[str, Step] = {}
         self._step = Step("other")
         self._warm = False  # the executor has run tasks: its workers are up
@@ -126,14 +125,6 @@ class Runner:
         with self.results.open("a") as f:
             f.write(json.dumps({"id": key, "result": encoded}) + "\n")
         self._stored[key] = encoded
-
-
-def _rules_digest() -> str:
-    """This version and the rule files' text: a stored result holds only while both are unchanged."""
-    h = hashlib.sha256(__version__.encode())
-    for path in sorted(rulesets.rules_dir().glob("*.egg")):
-        h.update(path.name.encode() + path.read_bytes())
-    return h.hexdigest()
 
 
 def last_size_outcomes(runner: Runner, vars_spec: str, ops: list[str], size: int, seed: int):
