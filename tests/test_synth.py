@@ -210,6 +210,14 @@ def test_a_candidate_is_made_as_general_as_its_values_allow_and_the_general_rule
     assert generalized(regrouped, VARS, SYMBOLS, 0) == regrouped  # X for A + s: regrouping only, stated by no rule
 
 
+def test_over_sums_alone_every_equality_is_commuting_or_regrouping_at_any_depth():
+    """(A + B) + (A + s) = A + (A + (B + s)): no rule states regrouping, so an enumeration over Add alone finds no
+    candidate, to size 3 (regrouping three levels deep)."""
+    vars_ = parse_vars("A:i,j B:i,j s:scalar")
+    found = enumerate_candidates(vars_, ["Add"], 3, symbols_of(vars_))
+    assert found.commuted > 0 and [c.text() for c in found.candidates] == []
+
+
 def test_general_rules_of_other_shapes_meet_in_one_derivation_graph():
     """A fresh variable's name says its shape: a derivation graph makes one input per name, and two shapes
     under one name would fail the graph."""

@@ -180,12 +180,17 @@ def ac_normal(term) -> str:
     if isinstance(term, Var):
         return term.name
     if commutative(term.op):
-        flat = []
-        for k in term.kids:
-            same = isinstance(k, Term) and k.op == term.op and "associative" in ops.get(term.op).tags
-            flat += [ac_normal(x) for x in k.kids] if same else [ac_normal(k)]
-        return f"{term.op}({','.join(sorted(flat))})"
+        operands = _chain(term, term.op) if "associative" in ops.get(term.op).tags else term.kids
+        return f"{term.op}({','.join(sorted(ac_normal(k) for k in operands))})"
     return f"{term.op}({','.join(ac_normal(k) for k in term.kids)};{term.attrs})"
+
+
+def _chain(term, op: str) -> list:
+    """The operands of a nest of ``op`` applications at any depth: ``[a, b, c, d]`` of ``(a + b) + (c + d)`` and
+    of ``a + (b + (c + d))``."""
+    if isinstance(term, Term) and term.op == op:
+        return [x for k in term.kids for x in _chain(k, op)]
+    return [term]
 
 
 def new_terms(op: str, size: int, by_size: dict[int, list], symbols: list[str]):
