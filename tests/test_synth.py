@@ -203,8 +203,8 @@ def test_a_candidate_is_made_as_general_as_its_values_allow_and_the_general_rule
     assert verify(general.lhs, general.rhs, VARS, SYMBOLS).passed
     assert derive.derivable([c], SYMBOLS)[0] == [False]
     assert derive.derivable([c], SYMBOLS, [rule_text(general.lhs, general.rhs, "general")])[0] == [True]
-    stays = Candidate(term("Div", term("Mul", A, A), term("Div", A, B)), term("Mul", A, B))  # A * A is not any X
-    assert generalized(stays, VARS, SYMBOLS, 0) == stays
+    not_any_x = Candidate(term("Div", term("Mul", A, A), term("Div", A, B)), term("Mul", A, B))  # A * A is no X
+    assert generalized(not_any_x, VARS, SYMBOLS, 0).text() == "div(mul(A, X_i_j), div(X_i_j, B)) = mul(A, B)"
     regrouped = Candidate(term("Add", term("Add", A, B), term("Add", A, S)),
                           term("Add", A, term("Add", A, term("Add", B, S))))
     assert generalized(regrouped, VARS, SYMBOLS, 0) == regrouped  # X for A + s: regrouping only, stated by no rule
@@ -216,6 +216,18 @@ def test_over_sums_alone_every_equality_is_commuting_or_regrouping_at_any_depth(
     vars_ = parse_vars("A:i,j B:i,j s:scalar")
     found = enumerate_candidates(vars_, ["Add"], 3, symbols_of(vars_))
     assert found.commuted > 0 and [c.text() for c in found.candidates] == []
+
+
+def test_a_variable_used_twice_is_split_where_its_uses_need_not_be_one_tensor():
+    """A * (B + B / A) = A * B + B holds with any X in place of the B divided by A (and of the B added on the
+    right): that is kept, verified, and derives the instance; a split that breaks the identity is not made."""
+    c = Candidate(term("Mul", A, term("Add", B, term("Div", B, A))), term("Add", term("Mul", A, B), B))
+    general = generalized(c, VARS, SYMBOLS, 0)
+    assert general.text() == "mul(A, add(B, div(X_i_j, A))) = add(mul(A, B), X_i_j)"
+    assert verify(general.lhs, general.rhs, VARS, SYMBOLS).passed
+    assert derive.derivable([c], SYMBOLS, [rule_text(general.lhs, general.rhs, "general")])[0] == [True]
+    cancels = Candidate(term("Div", term("Mul", A, B), A), B)  # A must be one tensor on both of its uses
+    assert generalized(cancels, VARS, SYMBOLS, 0) == cancels
 
 
 def test_general_rules_of_other_shapes_meet_in_one_derivation_graph():

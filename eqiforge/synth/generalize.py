@@ -8,9 +8,15 @@ the two sides still agree at the values check's instantiations (``verify.check_v
 kept instead, and the instances follow from it in the e-graph (one rule, not dozens). Larger subterms are
 tried first; scalars stay as they are (an IR scalar is a Fill, not any tensor).
 
+Then a variable used more than once is split: some of its occurrences are given a fresh variable where the
+sides still agree, so ``A * (B + B / A) = A * B + B`` becomes ``A * (B + X / A) = A * B + X`` (the instance
+where X is B follows). Smaller sets of occurrences are tried first, and a split is tried again on what is left.
+
 The full verification (``verify.verify``, the e-graph's check) then runs on the general candidate.
 """
 from __future__ import annotations
+
+import itertools
 
 from .candidates import Candidate
 from .egg import orientable
@@ -19,23 +25,52 @@ from .verify import TOLERANCE, check_values
 
 
 def generalized(c: Candidate, vars_: list[Var], symbols: list[str], seed: int) -> Candidate:
-    """``c`` with each subterm that can stand for any tensor of its shape replaced by a fresh variable."""
+    """``c`` with each subterm that can stand for any tensor of its shape replaced by a fresh variable, then
+    each variable used more than once split where its uses need not be the same tensor."""
     taken = {v.name for v in vars_} | {v.name for v in variables(c.lhs) | variables(c.rhs)}
+
+    def holds(trial: Candidate) -> bool:
+        if ac_normal(trial.lhs) == ac_normal(trial.rhs):
+            return False  # commuting or regrouping only: no rule states that (terms.ac_normal)
+        if not (orientable(trial.lhs, trial.rhs) or orientable(trial.rhs, trial.lhs)):
+            return False
+        _, error = check_values(trial.lhs, trial.rhs, with_variables_of(vars_, trial.lhs, trial.rhs), symbols,
+                                seed)
+        return error <= TOLERANCE
+
     for sub in _subterms(c):
         if not (_occurs(sub, c.lhs) or _occurs(sub, c.rhs)):
             continue  # inside a larger subterm replaced already
         fresh = Var(_fresh_name(sub.shape, taken), sub.shape)
         trial = Candidate(_replaced(c.lhs, sub, fresh), _replaced(c.rhs, sub, fresh))
-        if ac_normal(trial.lhs) == ac_normal(trial.rhs):
-            continue  # commuting or regrouping only: no rule states that (terms.ac_normal)
-        if not (orientable(trial.lhs, trial.rhs) or orientable(trial.rhs, trial.lhs)):
-            continue
-        _, error = check_values(trial.lhs, trial.rhs, with_variables_of(vars_, trial.lhs, trial.rhs), symbols,
-                                seed)
-        if error <= TOLERANCE:
+        if holds(trial):
             c = trial
             taken.add(fresh.name)
+    to_split = sorted((v for v in variables(c.lhs) | variables(c.rhs) if v.shape is not None), key=lambda v: v.name)
+    while to_split:
+        var = to_split.pop(0)
+        fresh = Var(_fresh_name(var.shape, taken), var.shape)
+        split = next((trial for trial in _splits(c, var, fresh) if holds(trial)), None)
+        if split is not None:
+            c = split
+            taken.add(fresh.name)
+            to_split[:0] = [var, fresh]  # either may split again
     return c
+
+
+MAX_SPLIT_USES = 8  # a variable used more often is left whole (2 ** 7 trials)
+
+
+def _splits(c: Candidate, var: Var, fresh: Var):
+    """``c`` with ``fresh`` in place of ``var`` at some of its uses (never the first, never all): smaller sets of
+    uses first, in a fixed order."""
+    uses = [("lhs", path) for path in _paths(c.lhs, var)] + [("rhs", path) for path in _paths(c.rhs, var)]
+    if not 2 <= len(uses) <= MAX_SPLIT_USES:
+        return
+    for count in range(1, len(uses)):
+        for chosen in itertools.combinations(uses[1:], count):
+            yield Candidate(_renamed_at(c.lhs, {p for side, p in chosen if side == "lhs"}, fresh),
+                            _renamed_at(c.rhs, {p for side, p in chosen if side == "rhs"}, fresh))
 
 
 def _subterms(c: Candidate) -> list[Term]:
@@ -64,6 +99,22 @@ def _replaced(t, sub: Term, var: Var):
     if isinstance(t, Var):
         return t
     kids = tuple(_replaced(k, sub, var) for k in t.kids)
+    return Term(t.op, kids, t.attrs, t.shape, 1 + sum(k.size for k in kids))
+
+
+def _paths(t, var: Var, path: tuple = ()) -> list[tuple]:
+    """Where ``var`` occurs in ``t``: paths of kid indices, in order."""
+    if isinstance(t, Var):
+        return [path] if t == var else []
+    return [p for n, k in enumerate(t.kids) for p in _paths(k, var, path + (n,))]
+
+
+def _renamed_at(t, paths: set[tuple], var: Var, path: tuple = ()):
+    if isinstance(t, Var):
+        return var if path in paths else t
+    if not any(p[:len(path)] == path for p in paths):
+        return t
+    kids = tuple(_renamed_at(k, paths, var, path + (n,)) for n, k in enumerate(t.kids))
     return Term(t.op, kids, t.attrs, t.shape, 1 + sum(k.size for k in kids))
 
 
