@@ -14,7 +14,7 @@ from eqiforge.synth.egg import rule_name, rule_text
 from eqiforge.synth.generalize import generalized
 from eqiforge.synth.terms import Term, Var, applications, parse_vars, symbols_of
 from eqiforge.synth.values import Evaluator, fingerprint, to_graph
-from eqiforge.synth.verify import symbolic, verify
+from eqiforge.synth.verify import SHAPES, TOLERANCE, check_values, symbolic, verify
 
 A, B, W = Var("A", (("i",), ("j",))), Var("B", (("i",), ("j",))), Var("W", (("j",), ("k",)))
 V, R, S = Var("V", (("k",), ("l",))), Var("r", ((), ("j",))), Var("s", None)
@@ -115,6 +115,14 @@ def test_verification_passes_identities_fails_others_and_finds_the_finite_only_o
     cancel = verify(term("Div", term("Mul", A, B), B), A, VARS, SYMBOLS)
     assert cancel.passed and cancel.finite_only  # an inf in B: inf / inf is NaN where A is a number
     assert "not tried: Exp" in symbolic(term("Exp", term("Neg", A)), term("Recip", term("Exp", A)), SYMBOLS)
+
+
+def test_a_values_check_asked_to_stop_at_a_failure_stops_at_the_first_and_checks_all_of_an_identity():
+    wrong = (term("Sum", A, attrs=((0,),)), term("Amax", A, attrs=((0,),)))
+    assert check_values(*wrong, VARS, SYMBOLS, 0, stop_above=TOLERANCE)[0] == 1
+    assert check_values(*wrong, VARS, SYMBOLS, 0) == (SHAPES, pytest.approx(verify(*wrong, VARS, SYMBOLS).error))
+    identity = (term("Neg", term("Neg", A)), A)
+    assert check_values(*identity, VARS, SYMBOLS, 0, stop_above=TOLERANCE) == (SHAPES, 0.0)
 
 
 def test_an_unbound_size_on_the_right_is_no_rule():

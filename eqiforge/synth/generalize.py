@@ -35,7 +35,7 @@ def generalized(c: Candidate, vars_: list[Var], symbols: list[str], seed: int) -
         if not (orientable(trial.lhs, trial.rhs) or orientable(trial.rhs, trial.lhs)):
             return False
         _, error = check_values(trial.lhs, trial.rhs, with_variables_of(vars_, trial.lhs, trial.rhs), symbols,
-                                seed)
+                                seed, stop_above=TOLERANCE)
         return error <= TOLERANCE
 
     for sub in _subterms(c):

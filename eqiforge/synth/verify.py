@@ -63,14 +63,18 @@ def _relative(a: torch.Tensor, b: torch.Tensor) -> float:
     return float((a - b).norm() / (b.norm() + 1e-300))
 
 
-def check_values(lhs, rhs, vars_: list[Var], symbols: list[str], seed: int) -> tuple[int, float]:
-    """(instantiations checked, worst relative error) of lhs against rhs in float64."""
+def check_values(lhs, rhs, vars_: list[Var], symbols: list[str], seed: int,
+                 stop_above: float | None = None) -> tuple[int, float]:
+    """(instantiations checked, worst relative error) of lhs against rhs in float64; with ``stop_above``, the
+    check ends at the first instantiation whose error is above it (a trial that fails, found fast)."""
     rng = random.Random(seed)
     worst = 0.0
     for n in range(SHAPES):
         sizes = {s: rng.randint(2, 9) for s in symbols} if n % 2 else draw_sizes(symbols, rng, 2, 9)
         inst = Instance(vars_, sizes, rng.randrange(2 ** 31))
         worst = max(worst, _relative(evaluate(lhs, inst), evaluate(rhs, inst)))
+        if stop_above is not None and worst > stop_above:
+            return n + 1, worst
     return SHAPES, worst
 
 
