@@ -55,6 +55,11 @@ def code_digest() -> str:
 def stored_results(path: Path, code: str | None = None) -> dict[str, Any]:
     """id -> result of every complete line of a results file (a line cut short by an interruption is skipped);
     with ``code``, only the lines written by that :func:`code_digest`."""
+    return _results_of(_stored_lines(path), code)
+
+
+def _stored_lines(path: Path) -> dict[str, dict]:
+    """id -> the last complete line of that id in a results file."""
     found = {}
     if path.exists():
         for line in path.read_text().splitlines():
@@ -62,9 +67,12 @@ def stored_results(path: Path, code: str | None = None) -> dict[str, Any]:
                 entry = json.loads(line)
             except json.JSONDecodeError:
                 continue
-            if code is None or entry.get("code") == code:
-                found[entry["id"]] = entry["result"]
+            found[entry["id"]] = entry
     return found
+
+
+def _results_of(lines: dict[str, dict], code: str | None) -> dict[str, Any]:
+    return {i: entry["result"] for i, entry in lines.items() if code is None or entry.get("code") == code}
 
 
 def run_sweep(executor: Executor, fn: Callable[[Task], Any], tasks: list[Task], results_path: str | Path,
@@ -79,8 +87,9 @@ def run_sweep(executor: Executor, fn: Callable[[Task], Any], tasks: list[Task], 
         raise EqiforgeError("a sweep's task ids must be unique")
     path = Path(results_path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    results = stored_results(path, code_digest())
-    stale = len(stored_results(path).keys() - results.keys())
+    lines = _stored_lines(path)
+    results = _results_of(lines, code_digest())
+    stale = len(lines) - len(results)
     if stale:
         print(f"{path}: {stale} results were written by other eqiforge code or rules: those tasks run again",
               file=sys.stderr)

@@ -58,7 +58,7 @@ def generalized(c: Candidate, vars_: list[Var], symbols: list[str], seed: int) -
     return c
 
 
-MAX_SPLIT_USES = 8  # a variable used more often is left whole (2 ** 7 trials)
+MAX_SPLIT_USES = 8  # a variable used more often is left whole (2 ** 7 - 1 trials)
 
 
 def _splits(c: Candidate, var: Var, fresh: Var):
